@@ -1,0 +1,41 @@
+"""Exceptions that carry a user-facing message.
+
+A :class:`UserError` is a mistake the user can fix (bad config, unknown env id, bad plugin);
+the CLI prints its message and exits with status 2 instead of showing a traceback.
+"""
+
+from __future__ import annotations
+
+
+class MtrlError(Exception):
+    """Base class of every error mtrl raises on purpose."""
+
+
+class UserError(MtrlError):
+    """A mistake in the user's input; the message says what is wrong, where, and how to fix it."""
+
+    def __init__(self, message: str, *, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class ConfigError(UserError):
+    """An experiment config failed to load or validate; ``problems`` has one line per issue."""
+
+
+class UnknownEnvError(UserError, KeyError):
+    """An env id that no loaded plugin registered."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0])
+
+
+class PluginError(MtrlError):
+    """A plugin broke its contract (failed import, raising hook, malformed registration)."""
+
+
+class PluginUnavailable(MtrlError):
+    """Raised by a hook when an optional dependency of its plugin is not installed.
+
+    The plugin is then listed as *unavailable* with this message (not as an error).
+    """

@@ -1,0 +1,71 @@
+"""Adapters that turn gymnasium environments into mtrl batch envs.
+
+A plugin author who knows gymnasium needs nothing else: :func:`batch_env_from_gymnasium` wraps a
+single-env factory in gymnasium's :class:`~gymnasium.vector.SyncVectorEnv`; a native vector env
+(numpy-batched, C++ pools) is wrapped directly by :class:`GymVectorBatchEnv`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+
+from mtrl.plugins.batch_env import BatchEnv, Obs, StepBatch
+
+
+class GymVectorBatchEnv(BatchEnv):
+    """A gymnasium ``VectorEnv`` that auto-resets on the next step, seen as a :class:`BatchEnv`."""
+
+    def __init__(self, vector_env: VectorEnv, seed: int | None = None) -> None:
+        mode = vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if AutoresetMode(mode) is not AutoresetMode.NEXT_STEP:
+            raise ValueError(
+                f"{type(vector_env).__name__} auto-resets in mode {mode!s}; mtrl's batch-env "
+                "contract needs AutoresetMode.NEXT_STEP"
+            )
+        self._env = vector_env
+        self._seed = seed
+        self._seeded = False
+        self._closed = False
+        self.num_envs = vector_env.num_envs
+        self.single_observation_space = vector_env.single_observation_space
+        self.single_action_space = vector_env.single_action_space
+
+    def reset(self) -> Obs:
+        seed = None if self._seeded else self._seed
+        self._seeded = True
+        obs, _ = self._env.reset(seed=seed)
+        if seed is not None:
+            # Seed the action spaces too, so random-action drivers are reproducible.
+            self._env.action_space.seed(seed)
+        return obs
+
+    def step(self, actions: Any) -> StepBatch:
+        obs, reward, terminated, truncated, _ = self._env.step(actions)
+        return StepBatch(
+            obs=obs,
+            reward=np.asarray(reward, dtype=np.float32),
+            terminated=np.asarray(terminated, dtype=bool),
+            truncated=np.asarray(truncated, dtype=bool),
+        )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._env.close()
+
+
+def batch_env_from_gymnasium(
+    env_fn: Callable[[], gym.Env], num_envs: int, seed: int | None = None
+) -> BatchEnv:
+    """Step ``num_envs`` copies made by ``env_fn`` in one process (gymnasium's SyncVectorEnv).
+
+    Process-per-env vectorisation loses on few cores (docs/BENCHMARKS.md); for speed implement
+    :class:`~mtrl.plugins.batch_env.BatchEnv` with numpy-batched dynamics instead.
+    """
+    vec = SyncVectorEnv([env_fn for _ in range(num_envs)], autoreset_mode=AutoresetMode.NEXT_STEP)
+    return GymVectorBatchEnv(vec, seed=seed)

@@ -1,0 +1,69 @@
+"""The batch-env contract: every backend steps N copies of one environment at once.
+
+Rules every implementation follows (the conformance suite in :mod:`mtrl.testing` checks them):
+
+* ``reset()`` returns the batch of first observations; ``step(actions)`` returns a
+  :class:`StepBatch`. Observations are arrays (or tensors, for device-native envs) whose
+  leading dimension is ``num_envs``; a ``Dict`` observation space gives a dict of such arrays.
+* ``terminated`` and ``truncated`` are kept apart: termination means the MDP ended (no bootstrap);
+  truncation means it was cut (time limit) and the learner bootstraps from the value of the
+  observation returned with it, which is the episode's *final* observation.
+* **Next-step auto-reset** (gymnasium's default, envpool's and ALE's native rule): after a step
+  that returned ``terminated[i] or truncated[i]``, the *next* ``step`` ignores ``actions[i]``,
+  resets copy ``i`` and returns its first observation with reward 0 and both flags false. The
+  learner masks such reset steps out of its loss (see :func:`reset_step_mask`).
+* Seeding happens at construction: two batch envs made with the same ``seed`` and fed the same
+  actions produce identical observations, rewards and flags. Copy ``i`` uses ``seed + i``.
+* Rewards are float32 of shape ``(num_envs,)``; flags are bool of shape ``(num_envs,)``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+Obs = Any  # np.ndarray | dict[str, np.ndarray] | torch.Tensor, leading dim = num_envs
+
+
+@dataclass(slots=True)
+class StepBatch:
+    """What one batched step returns (see the module docstring for the auto-reset rule)."""
+
+    obs: Obs
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+
+class BatchEnv(abc.ABC):
+    """N copies of one environment stepped together; subclass this to add a backend."""
+
+    num_envs: int
+    single_observation_space: gym.Space
+    single_action_space: gym.Space
+
+    @abc.abstractmethod
+    def reset(self) -> Obs:
+        """Reset every copy and return the batch of first observations."""
+
+    @abc.abstractmethod
+    def step(self, actions: Any) -> StepBatch:
+        """Apply one action per copy (leading dim ``num_envs``) and return the results."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release processes, threads and native handles. Safe to call twice."""
+
+    def __enter__(self) -> BatchEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def reset_step_mask(prev_done: np.ndarray) -> np.ndarray:
+    """Which steps are genuine transitions: those not following a terminated/truncated step."""
+    return ~np.asarray(prev_done, dtype=bool)

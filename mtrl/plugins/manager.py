@@ -1,0 +1,206 @@
+"""Loading plugins: built-ins and entry points, each isolated so one broken plugin hurts no other.
+
+Environment variables (read at load time, so spawned workers see the same registry):
+
+* ``MTRL_DISABLE_PLUGIN_AUTOLOAD=1`` — load no entry-point plugins (built-ins still load);
+* ``MTRL_PLUGINS=a,b`` — load only these entry-point plugins;
+* ``MTRL_DISABLE_PLUGINS=a,b`` — skip these plugins, built-ins included.
+
+Spawned worker processes do not inherit the parent's registry (gymnasium#222): they call
+:func:`get_plugins` themselves, which rebuilds the same registry from the same environment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Literal
+
+import pluggy
+
+from mtrl.errors import PluginUnavailable
+from mtrl.plugins import hookspecs
+from mtrl.plugins.registrar import EnvRegistrar
+from mtrl.plugins.spec import EnvRegistry
+
+ENTRY_POINT_GROUP = "mtrl"
+BUILTIN_PLUGINS: dict[str, str] = {
+    "gymnasium": "mtrl.plugins.builtin.gymnasium_envs",
+    "envpool": "mtrl.plugins.builtin.envpool_envs",
+    "pettingzoo": "mtrl.plugins.builtin.pettingzoo_envs",
+}
+ENV_DISABLE_AUTOLOAD = "MTRL_DISABLE_PLUGIN_AUTOLOAD"
+ENV_ONLY = "MTRL_PLUGINS"
+ENV_DISABLE = "MTRL_DISABLE_PLUGINS"
+
+Status = Literal["ok", "error", "unavailable", "disabled"]
+
+
+@dataclass
+class PluginInfo:
+    """What ``mtrl plugins`` shows about one plugin."""
+
+    name: str
+    module: str
+    builtin: bool
+    package: str | None = None
+    version: str | None = None
+    status: Status = "ok"
+    hooks: list[str] = field(default_factory=list)
+    envs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.status = "error"
+        self.errors.append(message)
+
+
+@dataclass
+class Plugins:
+    """The loaded plugin manager, one :class:`PluginInfo` per plugin, and the env registry."""
+
+    pm: pluggy.PluginManager
+    infos: dict[str, PluginInfo]
+    envs: EnvRegistry
+
+
+def _names(var: str) -> set[str] | None:
+    raw = os.environ.get(var, "").strip()
+    return {n.strip() for n in raw.split(",") if n.strip()} if raw else None
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message (file:line)`` of the innermost frame, for one-line reports."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _candidates(autoload: bool, extra: Mapping[str, Any]) -> list[tuple[PluginInfo, Any]]:
+    """(info, loader) pairs; the loader returns the plugin object or raises."""
+    out: list[tuple[PluginInfo, Any]] = []
+    for name, module in BUILTIN_PLUGINS.items():
+        out.append(
+            (
+                PluginInfo(name, module, builtin=True, package="mtrl"),
+                lambda m=module: importlib.import_module(m),
+            )
+        )
+    if autoload and not os.environ.get(ENV_DISABLE_AUTOLOAD):
+        only = _names(ENV_ONLY)
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if only is not None and ep.name not in only:
+                continue
+            dist = ep.dist
+            info = PluginInfo(
+                ep.name,
+                ep.value,
+                builtin=False,
+                package=dist.name if dist else None,
+                version=dist.version if dist else None,
+            )
+            out.append((info, ep.load))
+    for name, obj in extra.items():
+        module = getattr(obj, "__name__", type(obj).__name__)
+        out.append((PluginInfo(name, module, builtin=False), lambda o=obj: o))
+    return out
+
+
+def load_plugins(*, autoload: bool = True, extra: Mapping[str, Any] | None = None) -> Plugins:
+    """Import and register every plugin, then collect their environments.
+
+    ``extra`` maps names to plugin objects registered in-process (tests, notebooks); those are
+    not visible to spawned workers, which only see built-ins and entry points.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    disabled = _names(ENV_DISABLE) or set()
+    infos: dict[str, PluginInfo] = {}
+    for info, loader in _candidates(autoload, extra or {}):
+        if info.name in infos:
+            info.fail(f"plugin name {info.name!r} is already taken by {infos[info.name].module}")
+            infos[f"{info.name} ({info.module})"] = info
+            continue
+        infos[info.name] = info
+        if info.name in disabled:
+            info.status = "disabled"
+            continue
+        try:
+            obj = loader()
+        except Exception as e:  # a broken plugin must not take the others down
+            info.fail(f"import failed: {_describe(e)}")
+            continue
+        try:
+            pm.register(obj, name=info.name)
+        except Exception as e:
+            info.fail(f"invalid hooks: {e}")
+            continue
+        _check_pending(pm, info)
+        if info.status == "ok":
+            info.hooks = sorted(h.name for h in pm.get_hookcallers(obj) or [])
+
+    envs = EnvRegistry()
+    _collect_envs(pm, infos, envs)
+    return Plugins(pm=pm, infos=infos, envs=envs)
+
+
+def _check_pending(pm: pluggy.PluginManager, info: PluginInfo) -> None:
+    """An implementation whose name matches no hookspec is a typo: reject the plugin."""
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as e:
+        pm.unregister(name=info.name)
+        info.fail(f"unknown hook (not in mtrl.plugins.hookspecs): {e}")
+
+
+def _collect_envs(
+    pm: pluggy.PluginManager, infos: dict[str, PluginInfo], envs: EnvRegistry
+) -> None:
+    for impl in pm.hook.mtrl_register_envs.get_hookimpls():
+        info = infos[impl.plugin_name]
+        registrar = EnvRegistrar(impl.plugin_name)
+        try:
+            result = impl.function(**{a: registrar for a in impl.argnames})
+        except PluginUnavailable as e:
+            info.status = "unavailable"
+            info.errors.append(str(e))
+            continue
+        except Exception as e:
+            info.fail(f"mtrl_register_envs raised {_describe(e)}")
+            continue
+        if result is not None:
+            info.fail(
+                "mtrl_register_envs must call register.env(...) and return None, "
+                f"but returned {type(result).__name__}"
+            )
+            continue
+        for problem in registrar.problems:
+            info.fail(problem)
+        for spec in registrar.specs:
+            try:
+                envs.add(spec)
+            except Exception as e:
+                info.fail(str(e))
+                continue
+            info.envs.append(spec.id)
+
+
+_CACHED: Plugins | None = None
+
+
+def get_plugins() -> Plugins:
+    """The process-wide plugin set, loaded on first use."""
+    global _CACHED
+    if _CACHED is None:
+        _CACHED = load_plugins()
+    return _CACHED
+
+
+def reset_plugins() -> None:
+    """Forget the cached plugin set (after installing a plugin, or in tests)."""
+    global _CACHED
+    _CACHED = None
