@@ -7,7 +7,7 @@ Everything a plugin author needs is importable from here::
 
 from mtrl.errors import PluginUnavailable
 from mtrl.plugins.adapters import GymVectorBatchEnv, batch_env_from_gymnasium
-from mtrl.plugins.batch_env import BatchEnv, StepBatch, reset_step_mask
+from mtrl.plugins.batch_env import AsyncBatchEnv, BatchEnv, StepBatch, reset_step_mask
 from mtrl.plugins.hookspecs import hookimpl
 from mtrl.plugins.manager import Plugins, get_plugins, load_plugins, reset_plugins
 from mtrl.plugins.registrar import EnvRegistrar
@@ -20,6 +20,7 @@ def make_env(env_id: str, num_envs: int, seed: int = 0, **env_kwargs: object) ->
 
 
 __all__ = [
+    "AsyncBatchEnv",
     "BatchEnv",
     "EnvRegistrar",
     "EnvRegistry",

@@ -67,3 +67,29 @@ class BatchEnv(abc.ABC):
 def reset_step_mask(prev_done: np.ndarray) -> np.ndarray:
     """Which steps are genuine transitions: those not following a terminated/truncated step."""
     return ~np.asarray(prev_done, dtype=bool)
+
+
+class AsyncBatchEnv(BatchEnv):
+    """A batch env that can also step sub-batches asynchronously (envpool's send/recv model).
+
+    ``send(actions, env_ids)`` hands actions to the copies ``env_ids``; ``recv()`` returns the
+    next ``batch_size`` copies that finished stepping, as ``(env_ids, StepBatch)``. After
+    ``async_reset()`` every copy's first observation arrives through ``recv`` (reward 0, flags
+    false). The same next-step auto-reset rule holds per copy. Actors use this to step one half
+    of the copies while inference runs on the other half; ``reset``/``step`` still work on the
+    whole batch.
+    """
+
+    batch_size: int
+
+    @abc.abstractmethod
+    def async_reset(self) -> None:
+        """Start resetting every copy; results come from :meth:`recv`."""
+
+    @abc.abstractmethod
+    def send(self, actions: Any, env_ids: np.ndarray) -> None:
+        """Start stepping copies ``env_ids`` with ``actions`` (same leading length)."""
+
+    @abc.abstractmethod
+    def recv(self) -> tuple[np.ndarray, StepBatch]:
+        """Block until ``batch_size`` copies are ready; return their ids and results."""
