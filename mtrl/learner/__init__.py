@@ -1,0 +1,1 @@
+"""The learner: multi-task model, V-trace, PopArt, loss, and parallelism."""
