@@ -131,7 +131,7 @@ class EnvRegistry:
 def suggest_env_ids(env_id: str, known: Any, n: int = 3) -> list[str]:
     """Closest known ids: by the whole id, and by the name when the namespace was left out."""
     known = list(known)
-    hits = difflib.get_close_matches(env_id, known, n=n, cutoff=0.6)
+    hits = difflib.get_close_matches(env_id, known, n=n, cutoff=0.85)
     by_name: dict[str, list[str]] = {}
     for k in known:
         by_name.setdefault(k.split("/", 1)[-1].lower(), []).append(k)

@@ -1,0 +1,204 @@
+"""The ``mtrl`` command line: wiring only; each subcommand calls the package's public API.
+
+User mistakes (bad config, unknown id, bad plugin) print one line per problem and exit 2;
+never a traceback. Unexpected internal errors keep their traceback (they are bugs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mtrl import __version__
+from mtrl.errors import UserError
+
+EXIT_USER_ERROR = 2
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    # Wide enough for env spaces when piped (rich assumes 80 columns without a terminal).
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    """List plugins: name, status, version, package, hooks, envs offered, load errors."""
+    from mtrl.plugins import get_plugins
+
+    infos = get_plugins().infos.values()
+    if args.json:
+        print(json.dumps([vars(i) for i in infos], indent=2))
+        return 0
+    from rich.table import Table
+
+    table = Table(title="mtrl plugins")
+    for col in ("name", "status", "version", "package", "hooks", "envs", "notes"):
+        table.add_column(col, overflow="fold")
+    colour = {"ok": "green", "error": "red", "unavailable": "yellow", "disabled": "dim"}
+    for i in infos:
+        table.add_row(
+            i.name,
+            f"[{colour[i.status]}]{i.status}[/]",
+            i.version or ("built-in" if i.builtin else "-"),
+            i.package or "-",
+            ", ".join(i.hooks) or "-",
+            str(len(i.envs)),
+            "\n".join(i.errors),
+        )
+    _console().print(table)
+    return 0
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    """List env ids with their single-copy observation and action spaces."""
+    from mtrl.plugins import get_plugins
+    from mtrl.plugins.describe import describe_space
+
+    plugins = get_plugins()
+    if args.plugin and args.plugin not in plugins.infos:
+        raise UserError(
+            f"--plugin: no plugin named {args.plugin!r}; installed: {', '.join(plugins.infos)}"
+        )
+    specs = [s for s in plugins.envs if not args.plugin or s.plugin == args.plugin]
+    if args.match:
+        specs = [s for s in specs if args.match.lower() in s.id.lower()]
+    rows = []
+    for spec in specs:
+        row = {"id": spec.id, "plugin": spec.plugin}
+        if not args.ids_only:
+            try:
+                row["observation"] = describe_space(spec.observation_space)
+                row["action"] = describe_space(spec.action_space)
+            except Exception as e:  # one env that cannot build must not hide the others
+                row["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:160]
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif args.ids_only:
+        print("\n".join(r["id"] for r in rows))
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"mtrl envs ({len(rows)})")
+        for col in ("id", "observation", "action"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(
+                r["id"], r.get("observation", f"[red]{r.get('error', '')}[/]"), r.get("action", "")
+            )
+        _console().print(table)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate configs; one line per problem with file, line and YAML path."""
+    from mtrl.config import load_config
+    from mtrl.plugins import get_plugins
+
+    plugins = get_plugins()
+    ids = plugins.envs.ids()
+    failed = False
+    for path in args.configs:
+        try:
+            cfg = load_config(path, env_ids=ids)
+            if args.check_envs:
+                _check_envs(cfg, plugins, path)
+        except UserError as e:
+            failed = True
+            for line in e.problems:
+                print(line, file=sys.stderr)
+            continue
+        tasks = ", ".join(t.key for t in cfg.tasks)
+        print(f"{path}: ok ({len(cfg.tasks)} tasks: {tasks})")
+    return EXIT_USER_ERROR if failed else 0
+
+
+def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
+    """Build one copy of every task's env with its kwargs, so bad kwargs surface now."""
+    problems = []
+    for i, task in enumerate(cfg.tasks):
+        try:
+            plugins.envs.get(task.env).build(num_envs=1, seed=0, **task.env_kwargs).close()
+        except Exception as e:
+            msg = f"{type(e).__name__}: {e}".splitlines()[0]
+            problems.append(f"{path}: tasks[{i}].env_kwargs: cannot build {task.env}: {msg}")
+    if problems:
+        raise UserError("\n".join(problems), problems=problems)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print (or write) the JSON Schema of experiment configs."""
+    from mtrl.config import config_schema
+
+    text = json.dumps(config_schema(), indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mtrl", description="Train one agent on many heterogeneous RL tasks at once."
+    )
+    parser.add_argument("--version", action="version", version=f"mtrl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "plugins",
+        help="list plugins, their hooks, envs and load errors",
+        description=cmd_plugins.__doc__,
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser(
+        "envs", help="list env ids with observation and action spaces", description=cmd_envs.__doc__
+    )
+    p.add_argument("--plugin", help="only envs of this plugin")
+    p.add_argument("--match", help="only ids containing this text (case-insensitive)")
+    p.add_argument("--ids-only", action="store_true", help="ids only (fast: builds no env)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_envs)
+
+    p = sub.add_parser(
+        "validate", help="validate experiment configs", description=cmd_validate.__doc__
+    )
+    p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML config file(s)")
+    p.add_argument(
+        "--check-envs",
+        action="store_true",
+        help="also build one copy of each task's env with its env_kwargs",
+    )
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser(
+        "schema", help="print the JSON Schema of experiment configs", description=cmd_schema.__doc__
+    )
+    p.add_argument("--output", "-o", help="write to this file instead of stdout")
+    p.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UserError as e:
+        for line in e.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

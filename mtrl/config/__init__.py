@@ -1,0 +1,32 @@
+"""Experiment configs: pydantic models and YAML loading with precise error messages."""
+
+from mtrl.config.loading import config_schema, format_loc, load_config, parse_config
+from mtrl.config.models import (
+    CheckpointConfig,
+    ExperimentConfig,
+    LearnerConfig,
+    ModelConfig,
+    ParallelConfig,
+    PopArtConfig,
+    SchedulerConfig,
+    TaskConfig,
+    TrackingConfig,
+    WandbConfig,
+)
+
+__all__ = [
+    "CheckpointConfig",
+    "ExperimentConfig",
+    "LearnerConfig",
+    "ModelConfig",
+    "ParallelConfig",
+    "PopArtConfig",
+    "SchedulerConfig",
+    "TaskConfig",
+    "TrackingConfig",
+    "WandbConfig",
+    "config_schema",
+    "format_loc",
+    "load_config",
+    "parse_config",
+]

@@ -1,0 +1,176 @@
+"""Loading experiment configs from YAML, with one error line per problem.
+
+Errors name the file, the line and the YAML path (``tasks[2].env``), say what is wrong and,
+where possible, how to fix it (did-you-mean for keys and env ids).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from mtrl.config.models import ExperimentConfig
+from mtrl.errors import ConfigError
+
+Loc = tuple[str | int, ...]
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """Safe YAML loader that rejects duplicate keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first on line {seen[key] + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def format_loc(loc: Loc) -> str:
+    """``('tasks', 2, 'env')`` → ``tasks[2].env``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _line_of(root: yaml.Node | None, loc: Loc) -> int | None:
+    """1-based line of the deepest YAML node along ``loc`` that exists."""
+    node, line = root, None
+    for part in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == part:
+                    child = v
+                    line = k.start_mark.line + 1
+                    break
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(part, int)
+            and 0 <= part < len(node.value)
+        ):
+            child = node.value[part]
+        node = child
+    if node is not None:
+        line = node.start_mark.line + 1
+    return line
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The pydantic model class that owns the last key of ``loc`` (for key suggestions)."""
+    model: Any = ExperimentConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if model else None
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        candidates = [ann, *args]
+        model = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+    return model
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind, loc = err["type"], tuple(err["loc"])
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        model = _model_at(loc)
+        hint = difflib.get_close_matches(key, list(model.model_fields), n=1) if model else []
+        fix = (
+            f"; did you mean {hint[0]!r}?"
+            if hint
+            else (f"; allowed keys: {', '.join(model.model_fields)}" if model else "")
+        )
+        return f"unknown key {key!r}{fix}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "too_short" and loc == ("tasks",):
+        return "at least one task is required"
+    if kind in ("unknown_env", "duplicate_task") or kind == "value_error":
+        return err["msg"].removeprefix("Value error, ")
+    msg = err["msg"]
+    if "input" in err and kind not in ("model_type", "dict_type"):
+        msg += f" (got {err['input']!r})"
+    elif kind in ("model_type", "dict_type"):
+        msg = f"must be a mapping of keys, got {type(err.get('input')).__name__}"
+    return msg
+
+
+def _problems(err: ValidationError, root: yaml.Node | None, source: str) -> list[str]:
+    lines: list[tuple[int, str]] = []
+    for e in err.errors(include_url=False):
+        loc = tuple(e["loc"])
+        if e["type"] == "duplicate_task":
+            loc = ("tasks", int(e["ctx"]["i"]), "name")
+        line = _line_of(root, loc)
+        where = f"{source}:{line}" if line else source
+        lines.append((line or 0, f"{where}: {format_loc(loc)}: {_message(e)}"))
+    return [text for _, text in sorted(lines, key=lambda x: x[0])]
+
+
+def parse_config(
+    text: str, source: str = "<config>", *, env_ids: Iterable[str] | None = None
+) -> ExperimentConfig:
+    """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks."""
+    try:
+        root = yaml.compose(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    if data is None:
+        raise ConfigError(f"{source}: the config is empty; it needs at least a `tasks:` list")
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: the config must be a mapping of keys, got {type(data).__name__}"
+        )
+    context = {"env_ids": set(env_ids)} if env_ids is not None else None
+    try:
+        return ExperimentConfig.model_validate(data, context=context)
+    except ValidationError as e:
+        problems = _problems(e, root, source)
+        raise ConfigError("\n".join(problems), problems=problems) from None
+
+
+def load_config(path: str | Path, *, env_ids: Iterable[str] | None = None) -> ExperimentConfig:
+    """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config: {e.strerror or e}") from None
+    return parse_config(text, str(path), env_ids=env_ids)
+
+
+def config_schema() -> dict[str, Any]:
+    """JSON Schema of the experiment config, for editors (e.g. YAML language servers)."""
+    schema = ExperimentConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "mtrl experiment config"
+    return schema

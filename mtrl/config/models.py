@@ -1,0 +1,253 @@
+"""Pydantic models of an experiment: what a YAML config may say, with constraints and defaults.
+
+Every field is documented by the docstring under it (exported to JSON Schema for editors).
+Everything has a sensible default except the task list. Cross-field checks that need the plugin
+registry (does an env id exist?) read it from the validation context key ``env_ids``, so this
+module depends on pydantic alone.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class TaskConfig(_Model):
+    """One task of the multi-task run: an environment and how much of the run it gets."""
+
+    env: str = Field(min_length=1)
+    """Env id ``<plugin>/<name>`` as listed by ``mtrl envs``, e.g. ``gymnasium/CartPole-v1``."""
+    name: str | None = Field(default=None, min_length=1)
+    """Unique task name for metrics and logs; defaults to the env id."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to the env's factory (backend-specific)."""
+    num_envs: PositiveInt = 16
+    """Env copies each actor of this task steps as one batch."""
+    weight: PositiveFloat = 1.0
+    """Relative share of learner samples this task should get (normalised over tasks)."""
+    reward_scale: PositiveFloat = 1.0
+    """Rewards are multiplied by this before learning (returns are reported unscaled)."""
+    target_score: float | None = None
+    """Mean episode return at which the task counts as solved (reporting, progress scheduling)."""
+    seed: int | None = Field(default=None, ge=0)
+    """Seed of this task's envs; defaults to the run seed plus the task's index."""
+
+    @property
+    def key(self) -> str:
+        """The task's unique name."""
+        return self.name or self.env
+
+    @field_validator("env")
+    @classmethod
+    def _env_exists(cls, env: str, info: ValidationInfo) -> str:
+        known = (info.context or {}).get("env_ids")
+        if known is not None and env not in known:
+            raise PydanticCustomError(
+                "unknown_env", "{message}", {"message": _unknown_env(env, known)}
+            )
+        return env
+
+
+def _unknown_env(env_id: str, known: Any) -> str:
+    # Lazy import keeps this module free of the plugin layer at import time; the helper is a
+    # pure function over strings.
+    from mtrl.plugins.spec import unknown_env_message
+
+    return unknown_env_message(env_id, known)
+
+
+class SchedulerConfig(_Model):
+    """How actor slots are shared between tasks (see mtrl/scheduler)."""
+
+    policy: Literal["fixed", "balanced", "progress"] = "fixed"
+    """``fixed``: proportional to task weights; ``balanced``: actors so that each task's share of
+    learner samples matches its weight whatever its step cost; ``progress``: more actors to tasks
+    learning fastest or furthest from target, with a floor."""
+    num_actors: PositiveInt = 2
+    """Actor workers in total (a budget shared by all tasks)."""
+    min_actors_per_task: int = Field(default=1, ge=0)
+    """Floor so no task is starved or forgotten."""
+    rebalance_every_s: PositiveFloat = 30.0
+    """Seconds between allocation decisions."""
+    step_timeout_s: PositiveFloat = 60.0
+    """An env step slower than this counts as a hung actor and is restarted."""
+    max_restarts: int = Field(default=5, ge=0)
+    """Failures of one task's actors before the task is quarantined."""
+
+
+class PopArtConfig(_Model):
+    """Per-task PopArt value normalisation (Hessel et al. 2019)."""
+
+    enabled: bool = True
+    """Normalise value targets per task; off means raw (reward-scaled) targets."""
+    beta: float = Field(default=3e-4, gt=0, le=1)
+    """Step size of the exponential moving averages of the first and second moments."""
+    sigma_min: PositiveFloat = 1e-4
+    """Lower clip of each task's scale σ."""
+    sigma_max: PositiveFloat = 1e6
+    """Upper clip of each task's scale σ."""
+
+    @model_validator(mode="after")
+    def _sigma_range(self) -> PopArtConfig:
+        if self.sigma_min >= self.sigma_max:
+            raise ValueError(
+                f"sigma_min ({self.sigma_min}) must be below sigma_max ({self.sigma_max})"
+            )
+        return self
+
+
+class ModelConfig(_Model):
+    """Sizes of the multi-task network: per-task encoders → shared torso → per-task heads."""
+
+    encoder_dim: PositiveInt = 256
+    """Width of every task encoder's output (the torso's input)."""
+    torso: list[PositiveInt] = Field(default_factory=lambda: [256, 256])
+    """Hidden layer widths of the shared torso."""
+    activation: Literal["relu", "tanh", "gelu"] = "relu"
+    """Nonlinearity of MLP layers."""
+
+
+class ParallelConfig(_Model):
+    """Distribution of the learner across devices/processes (torchrun)."""
+
+    data_parallel: PositiveInt = 1
+    """Learner replicas; >1 all-reduces gradients and PopArt statistics (DDP)."""
+    model_parallel: Literal["none", "task_sharded", "fsdp"] = "none"
+    """``task_sharded`` places per-task modules on different ranks; ``fsdp`` shards the torso."""
+
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
+
+
+class LearnerConfig(_Model):
+    """IMPALA learner with V-trace and per-task PopArt."""
+
+    algorithm: Literal["impala"] = "impala"
+    """The learning rule (IMPALA actor-critic with V-trace correction)."""
+    unroll_length: PositiveInt = 20
+    """Time steps per unroll."""
+    batch_size: PositiveInt = 32
+    """Unrolls per learner update (mixed across tasks)."""
+    learning_rate: PositiveFloat = 6e-4
+    """Optimiser step size."""
+    optimizer: Literal["adam", "rmsprop"] = "adam"
+    """Optimiser."""
+    gamma: float = Field(default=0.99, gt=0, le=1)
+    """Discount factor."""
+    rho_bar: PositiveFloat = 1.0
+    """V-trace clip of importance weights in the value target (ρ̄)."""
+    c_bar: PositiveFloat = 1.0
+    """V-trace clip of trace-cutting coefficients (c̄)."""
+    lam: float = Field(default=1.0, ge=0, le=1)
+    """V-trace λ mixing of multi-step targets."""
+    entropy_coef: float = Field(default=0.01, ge=0)
+    """Weight of the entropy bonus."""
+    value_coef: float = Field(default=0.5, ge=0)
+    """Weight of the value loss."""
+    max_grad_norm: PositiveFloat = 40.0
+    """Global gradient-norm clip."""
+    popart: PopArtConfig = Field(default_factory=PopArtConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    device: str = "auto"
+    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``."""
+    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, device: str) -> str:
+        if not _DEVICE.match(device):
+            raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda[:N], xla[:N] or mps")
+        return device
+
+
+class WandbConfig(_Model):
+    """Weights & Biases tracking."""
+
+    mode: Literal["auto", "online", "offline", "disabled"] = "auto"
+    """``auto``: online when an API key is configured, else offline (sync later)."""
+    project: str = "mtrl"
+    """wandb project."""
+    entity: str | None = None
+    """wandb entity (team or user)."""
+    group: str | None = None
+    """Run group, e.g. to gather seeds."""
+    tags: list[str] = Field(default_factory=list)
+    """Run tags."""
+
+
+class TrackingConfig(_Model):
+    """Where metrics go."""
+
+    run_dir: Path = Path("runs")
+    """Parent directory of run directories ``{config}__{seed}__{time}``."""
+    console: Literal["auto", "rich", "plain", "jsonl", "quiet"] = "auto"
+    """Console progress: rich on a terminal, plain lines otherwise (auto), JSON lines, or none."""
+    log_every_s: PositiveFloat = 5.0
+    """Seconds between metric records."""
+    wandb: WandbConfig = Field(default_factory=WandbConfig)
+
+
+class CheckpointConfig(_Model):
+    """Periodic, atomic checkpoints for exact resume."""
+
+    enabled: bool = True
+    """Write checkpoints."""
+    every_env_steps: PositiveInt | None = 1_000_000
+    """Checkpoint after this many env steps since the last one (None: not by steps)."""
+    every_s: PositiveFloat | None = 600.0
+    """Checkpoint after this many seconds since the last one (None: not by time)."""
+    keep_last: PositiveInt = 3
+    """Checkpoints kept; older ones are deleted."""
+
+
+class ExperimentConfig(_Model):
+    """A multi-task training run."""
+
+    name: str = Field(default="mtrl", pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Run name (letters, digits, ``_.-``); run directories start with it."""
+    seed: int = Field(default=0, ge=0)
+    """Run seed; task seeds and model init derive from it."""
+    total_env_steps: PositiveInt = 1_000_000
+    """Training stops after this many env steps over all tasks."""
+    tasks: list[TaskConfig] = Field(min_length=1)
+    """The tasks trained together (at least one)."""
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+    @model_validator(mode="after")
+    def _unique_task_names(self) -> ExperimentConfig:
+        seen: dict[str, int] = {}
+        for i, task in enumerate(self.tasks):
+            if task.key in seen:
+                raise PydanticCustomError(
+                    "duplicate_task",
+                    "task name '{name}' is already used by tasks[{j}]; give each task a "
+                    "unique `name`",
+                    {"i": i, "j": seen[task.key], "name": task.key},
+                )
+            seen[task.key] = i
+        return self
+
+    def task_seed(self, index: int) -> int:
+        """The seed of task ``index``: its own, or the run seed plus its index."""
+        task = self.tasks[index]
+        return task.seed if task.seed is not None else self.seed + index
