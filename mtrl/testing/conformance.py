@@ -238,7 +238,11 @@ def check_env(
 
     if not spawn:
         report.skipped["spawn"] = "disabled by caller"
-    elif registry.get(env_id).make is not spec.make or spec.plugin not in _entry_point_names():
+    elif (
+        env_id not in registry
+        or registry.get(env_id).make is not spec.make
+        or spec.plugin not in _entry_point_names()
+    ):
         report.skipped["spawn"] = "env registered in-process only; workers cannot see it"
     else:
         ctx = mp.get_context("spawn")

@@ -1,0 +1,23 @@
+# The README's quickstart: `make quickstart` (the main job) and `make test` (the test suite).
+# Both create and fill .venv on first use (scripts/bootstrap.sh); nothing is installed by hand.
+VENV ?= .venv
+STAMP := $(VENV)/.mtrl-bootstrap
+BOOTSTRAP_INPUTS := pyproject.toml scripts/bootstrap.sh $(wildcard plugins_contrib/*/pyproject.toml)
+
+.PHONY: quickstart test lint bootstrap
+
+$(STAMP): $(BOOTSTRAP_INPUTS)
+	bash scripts/bootstrap.sh
+	touch $(STAMP)
+
+bootstrap: $(STAMP)
+
+quickstart: $(STAMP)
+	$(VENV)/bin/mtrl plugins
+	$(VENV)/bin/mtrl validate --check-envs configs/quickstart.yaml
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .

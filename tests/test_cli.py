@@ -1,0 +1,90 @@
+"""The mtrl command line, run as users run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtrl.cli import main
+
+ROOT = Path(__file__).parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mtrl.cli", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+def test_validate_shipped_config_exits_0() -> None:
+    res = _run("validate", "configs/quickstart.yaml")
+    assert res.returncode == 0, res.stderr
+    assert "ok (3 tasks" in res.stdout
+
+
+def test_validate_broken_config_prints_one_line_per_problem_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks:\n  - env: gymnasium/CartPol-v1\n    num_envs: 0\n")
+    res = _run("validate", str(bad))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert lines == [
+        f"{bad}:2: tasks[0].env: unknown env id 'gymnasium/CartPol-v1'; did you mean "
+        "'gymnasium/CartPole-v1' or 'gymnasium/CartPole-v0'?",
+        f"{bad}:3: tasks[0].num_envs: Input should be greater than 0 (got 0)",
+    ]
+    assert "Traceback" not in res.stderr
+
+
+def test_validate_check_envs_catches_bad_env_kwargs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "kw.yaml"
+    cfg.write_text("tasks:\n  - env: gymnasium/CartPole-v1\n    env_kwargs: {colour: red}\n")
+    assert main(["validate", str(cfg)]) == 0
+    assert main(["validate", "--check-envs", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "tasks[0].env_kwargs: cannot build gymnasium/CartPole-v1" in err
+    assert "colour" in err
+
+
+def test_envs_lists_spaces_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["envs", "--plugin", "gymnasium", "--match", "cartpole-v1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == [{"id": "gymnasium/CartPole-v1", "plugin": "gymnasium",
+                     "observation": "float32[4]", "action": "Discrete(2)"}]
+    assert main(["envs", "--match", "ALE/Pong-v5", "--json"]) == 0
+    (pong,) = [r for r in json.loads(capsys.readouterr().out) if r["id"].endswith("ALE/Pong-v5")]
+    assert pong["observation"] == "uint8[4,84,84] in [0, 255]"
+
+
+def test_unknown_plugin_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["envs", "--plugin", "nosuch"]) == 2
+    assert "no plugin named 'nosuch'" in capsys.readouterr().err
+
+
+def test_plugins_table_and_json() -> None:
+    res = _run("plugins")
+    assert res.returncode == 0 and "gymnasium" in res.stdout
+    res = _run("plugins", "--json")
+    assert {"gymnasium", "envpool", "pettingzoo"} <= {i["name"] for i in json.loads(res.stdout)}
+
+
+def test_schema_is_json(tmp_path: Path) -> None:
+    res = _run("schema")
+    assert json.loads(res.stdout)["title"] == "mtrl experiment config"
+    out = tmp_path / "schema.json"
+    assert _run("schema", "-o", str(out)).returncode == 0
+    assert json.loads(out.read_text())["required"] == ["tasks"]
+
+
+@pytest.mark.parametrize("cmd", [[], ["plugins"], ["envs"], ["validate"], ["schema"]])
+def test_help_everywhere(cmd: list[str]) -> None:
+    res = _run(*cmd, "--help")
+    assert res.returncode == 0 and "usage: mtrl" in res.stdout
+
+
+def test_missing_config_file_is_a_user_error() -> None:
+    res = _run("validate", "nope.yaml")
+    assert res.returncode == 2 and "nope.yaml: cannot read config" in res.stderr
