@@ -131,6 +131,55 @@ def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
         raise UserError("\n".join(problems), problems=problems)
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train one agent on every task of CONFIG; prints progress and a final per-task table."""
+    from mtrl.config import load_config
+    from mtrl.plugins import get_plugins
+    from mtrl.trainer import Trainer
+
+    plugins = get_plugins()
+    cfg = load_config(args.config, env_ids=plugins.envs.ids())
+    overrides: dict[str, Any] = {}
+    if args.total_env_steps is not None:
+        overrides["total_env_steps"] = args.total_env_steps
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if overrides:
+        cfg = cfg.model_validate({**cfg.model_dump(), **overrides})
+    trainer = Trainer(cfg, plugins)
+    try:
+        result = trainer.run()
+    finally:
+        trainer.close()
+    _print_results(result)
+    return 0
+
+
+def _print_results(result: Any) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"{result.env_steps:,} env steps, {result.updates} updates, "
+        f"{result.seconds:.0f} s ({result.env_steps / result.seconds:,.0f} steps/s)"
+    )
+    for col in ("task", "env steps", "episodes", "mean return (last 20)", "normalised", "target"):
+        table.add_column(col)
+    fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
+    for t in result.tasks:
+        mark = {True: " [green]solved[/]", False: "", None: ""}[t.solved]
+        table.add_row(
+            t.name,
+            f"{t.env_steps:,}",
+            str(t.episodes),
+            fmt(t.mean_return, ".1f"),
+            fmt(t.normalized_score, ".2f"),
+            fmt(t.target_score, "g") + mark,
+        )
+    _console().print(table)
+    if result.run_dir:
+        print(f"run directory: {result.run_dir}")
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print (or write) the JSON Schema of experiment configs."""
     from mtrl.config import config_schema
@@ -178,6 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also build one copy of each task's env with its env_kwargs",
     )
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser(
+        "train", help="train one agent on all tasks of a config", description=cmd_train.__doc__
+    )
+    p.add_argument("config", metavar="CONFIG", help="YAML experiment config")
+    p.add_argument("--total-env-steps", type=int, help="override total_env_steps")
+    p.add_argument("--seed", type=int, help="override the run seed")
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser(
         "schema", help="print the JSON Schema of experiment configs", description=cmd_schema.__doc__

@@ -15,8 +15,13 @@ ROOT = Path(__file__).parents[1]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mtrl.cli", *args], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
 
 
 def test_validate_shipped_config_exits_0() -> None:
@@ -39,7 +44,9 @@ def test_validate_broken_config_prints_one_line_per_problem_and_exits_2(tmp_path
     assert "Traceback" not in res.stderr
 
 
-def test_validate_check_envs_catches_bad_env_kwargs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_check_envs_catches_bad_env_kwargs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "kw.yaml"
     cfg.write_text("tasks:\n  - env: gymnasium/CartPole-v1\n    env_kwargs: {colour: red}\n")
     assert main(["validate", str(cfg)]) == 0
@@ -52,8 +59,14 @@ def test_validate_check_envs_catches_bad_env_kwargs(tmp_path: Path, capsys: pyte
 def test_envs_lists_spaces_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["envs", "--plugin", "gymnasium", "--match", "cartpole-v1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows == [{"id": "gymnasium/CartPole-v1", "plugin": "gymnasium",
-                     "observation": "float32[4]", "action": "Discrete(2)"}]
+    assert rows == [
+        {
+            "id": "gymnasium/CartPole-v1",
+            "plugin": "gymnasium",
+            "observation": "float32[4]",
+            "action": "Discrete(2)",
+        }
+    ]
     assert main(["envs", "--match", "ALE/Pong-v5", "--json"]) == 0
     (pong,) = [r for r in json.loads(capsys.readouterr().out) if r["id"].endswith("ALE/Pong-v5")]
     assert pong["observation"] == "uint8[4,84,84] in [0, 255]"

@@ -168,6 +168,10 @@ class LearnerConfig(_Model):
     device: str = "auto"
     """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``."""
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    torch_threads: PositiveInt = 1
+    """Intra-op threads of torch in the learner process. One is fastest when actors and learner
+    share few cores: small matmuls gain nothing from more, and OpenMP spin-waits collapse under
+    contention (measured 60x slower inference with 2 threads on a loaded 2-core machine)."""
 
     @field_validator("device")
     @classmethod

@@ -27,9 +27,7 @@ def test_only_the_task_list_is_required() -> None:
 
 
 def test_task_seeds_derive_from_the_run_seed() -> None:
-    cfg = parse_config(
-        "seed: 10\ntasks:\n  - env: a/x\n  - env: a/y\n    seed: 3\n  - env: a/z\n"
-    )
+    cfg = parse_config("seed: 10\ntasks:\n  - env: a/x\n  - env: a/y\n    seed: 3\n  - env: a/z\n")
     assert [cfg.task_seed(i) for i in range(3)] == [10, 3, 12]
 
 
@@ -41,15 +39,15 @@ def _problems(text: str, env_ids: list[str] | None = None) -> list[str]:
 
 def test_each_problem_is_one_line_with_file_line_and_path() -> None:
     text = (
-        "seed: -1\n"                          # 1
-        "tasks:\n"                            # 2
-        "  - env: gymnasium/CartPol-v1\n"     # 3
-        "    num_envs: -3\n"                  # 4
-        "    colour: red\n"                   # 5
-        "  - env: gymnasium/CartPole-v1\n"    # 6
-        "    weight: heavy\n"                 # 7
-        "learner:\n"                          # 8
-        "  learning_rte: 0.1\n"               # 9
+        "seed: -1\n"  # 1
+        "tasks:\n"  # 2
+        "  - env: gymnasium/CartPol-v1\n"  # 3
+        "    num_envs: -3\n"  # 4
+        "    colour: red\n"  # 5
+        "  - env: gymnasium/CartPole-v1\n"  # 6
+        "    weight: heavy\n"  # 7
+        "learner:\n"  # 8
+        "  learning_rte: 0.1\n"  # 9
     )
     problems = _problems(text, env_ids=["gymnasium/CartPole-v1", "gymnasium/Acrobot-v1"])
     assert problems == [
@@ -75,10 +73,14 @@ def test_each_problem_is_one_line_with_file_line_and_path() -> None:
         ("tasks: []\n", "exp.yaml:1: tasks: at least one task is required"),
         ("name: x\n", "exp.yaml:1: tasks: required key is missing"),
         ("tasks:\n  - env: a/b\ntasks: []\n", "exp.yaml:3:1: invalid YAML: duplicate key 'tasks'"),
-        ("tasks:\n  - env: a/b\n  - env: a/b\n",
-         "exp.yaml:3: tasks[1].name: task name 'a/b' is already used by tasks[0]"),
-        ("tasks:\n  - env: a/b\nlearner:\n  popart:\n    sigma_min: 2\n    sigma_max: 1\n",
-         "learner.popart: sigma_min (2.0) must be below sigma_max (1.0)"),
+        (
+            "tasks:\n  - env: a/b\n  - env: a/b\n",
+            "exp.yaml:3: tasks[1].name: task name 'a/b' is already used by tasks[0]",
+        ),
+        (
+            "tasks:\n  - env: a/b\nlearner:\n  popart:\n    sigma_min: 2\n    sigma_max: 1\n",
+            "learner.popart: sigma_min (2.0) must be below sigma_max (1.0)",
+        ),
         ("tasks:\n  - env: a/b\nlearner:\n  device: tpu\n", "learner.device: unknown device"),
         ("tasks:\n  - env: a/b\nscheduler:\n  policy: greedy\n", "scheduler.policy: Input should"),
         ("tasks:\n  - env: a/b\nlearner: 3\n", "learner: must be a mapping of keys, got int"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-GOOD_PLUGIN = '''
+GOOD_PLUGIN = """
 import gymnasium as gym
 from mtrl.plugins import batch_env_from_gymnasium, hookimpl
 
@@ -27,18 +27,19 @@ def _make(num_envs, seed, **kwargs):
 @hookimpl
 def mtrl_register_envs(register):
     register.env("Balance-v0", _make, description="CartPole under another name")
-'''
+"""
 
-BROKEN_PLUGIN = '''
+BROKEN_PLUGIN = """
 raise ImportError("libfoosim.so: cannot open shared object file")
-'''
+"""
 
 
 def _package(root: Path, dist: str, module: str, ep_name: str, code: str) -> Path:
     pkg = root / dist
     (pkg / module).mkdir(parents=True)
     (pkg / module / "__init__.py").write_text(textwrap.dedent(code))
-    (pkg / "pyproject.toml").write_text(textwrap.dedent(f'''
+    (pkg / "pyproject.toml").write_text(
+        textwrap.dedent(f'''
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -49,7 +50,8 @@ def _package(root: Path, dist: str, module: str, ep_name: str, code: str) -> Pat
 
         [project.entry-points.mtrl]
         {ep_name} = "{module}"
-    '''))
+    ''')
+    )
     return pkg
 
 
@@ -62,9 +64,21 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _package(root, "mtrl-broken", "mtrl_broken", "broken", BROKEN_PLUGIN),
     ]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "--target", str(target), *map(str, pkgs)],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            *map(str, pkgs),
+        ],
+        check=True,
+        capture_output=True,
     )
     return target
 
@@ -75,8 +89,13 @@ def _mtrl(*args: str, site: Path | None = None, **env: str) -> subprocess.Comple
     if site is not None:
         environ["PYTHONPATH"] = str(site)
     environ.update(env)
-    return subprocess.run([sys.executable, "-m", "mtrl.cli", *args], capture_output=True,
-                          text=True, env=environ, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
 
 
 def _infos(out: str) -> dict[str, dict]:
@@ -99,8 +118,14 @@ def test_installed_plugin_appears_and_broken_one_is_reported(site: Path) -> None
     envs = _mtrl("envs", "--plugin", "toy", "--json", site=site)
     assert envs.returncode == 0, envs.stderr
     rows = json.loads(envs.stdout)
-    assert rows == [{"id": "toy/Balance-v0", "plugin": "toy",
-                     "observation": "float32[4]", "action": "Discrete(2)"}]
+    assert rows == [
+        {
+            "id": "toy/Balance-v0",
+            "plugin": "toy",
+            "observation": "float32[4]",
+            "action": "Discrete(2)",
+        }
+    ]
 
 
 def test_uninstalled_plugin_disappears(site: Path) -> None:
@@ -109,8 +134,7 @@ def test_uninstalled_plugin_disappears(site: Path) -> None:
 
 
 def test_env_vars_control_autoload(site: Path) -> None:
-    infos = _infos(_mtrl("plugins", "--json", site=site,
-                         MTRL_DISABLE_PLUGIN_AUTOLOAD="1").stdout)
+    infos = _infos(_mtrl("plugins", "--json", site=site, MTRL_DISABLE_PLUGIN_AUTOLOAD="1").stdout)
     assert "toy" not in infos and infos["gymnasium"]["status"] == "ok"
     infos = _infos(_mtrl("plugins", "--json", site=site, MTRL_PLUGINS="toy").stdout)
     assert "toy" in infos and "broken" not in infos
@@ -119,11 +143,14 @@ def test_env_vars_control_autoload(site: Path) -> None:
 
 
 def test_installed_plugin_env_passes_conformance_in_spawned_workers(site: Path) -> None:
-    code = ("from mtrl.testing import check_env; r = check_env('toy/Balance-v0'); "
-            "print(','.join(r.checks))")
+    code = (
+        "from mtrl.testing import check_env; r = check_env('toy/Balance-v0'); "
+        "print(','.join(r.checks))"
+    )
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MTRL_")}
     environ["PYTHONPATH"] = str(site)
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=environ, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     assert "spawn" in res.stdout.strip().split(",")  # the worker rebuilt the registry itself

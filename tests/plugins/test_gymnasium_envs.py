@@ -12,13 +12,13 @@ from mtrl.testing import check_env
 @pytest.mark.parametrize(
     ("env_id", "kwargs"),
     [
-        ("gymnasium/CartPole-v1", {}),                         # native numpy-batched vector env
-        ("gymnasium/Pendulum-v1", {}),                         # sync vector env, Box actions
+        ("gymnasium/CartPole-v1", {}),  # native numpy-batched vector env
+        ("gymnasium/Pendulum-v1", {}),  # sync vector env, Box actions
         ("gymnasium/MountainCarContinuous-v0", {"max_episode_steps": 50}),
         ("gymnasium/Acrobot-v1", {"max_episode_steps": 50}),
         ("gymnasium/ALE/Breakout-v5", {"max_num_frames_per_episode": 400}),  # ALE vector env
         ("gymnasium/HalfCheetah-v5", {"max_episode_steps": 40}),  # MuJoCo
-        ("gymnasium/FrozenLake-v1", {}),                       # Discrete observations
+        ("gymnasium/FrozenLake-v1", {}),  # Discrete observations
     ],
 )
 def test_conformance(env_id: str, kwargs: dict) -> None:

@@ -8,8 +8,11 @@ from mtrl.plugins import hookspecs
 
 
 def test_every_hookspec_has_a_real_docstring() -> None:
-    specs = [f for name, f in inspect.getmembers(hookspecs, inspect.isfunction)
-             if name.startswith("mtrl_")]
+    specs = [
+        f
+        for name, f in inspect.getmembers(hookspecs, inspect.isfunction)
+        if name.startswith("mtrl_")
+    ]
     assert specs, "no hookspecs found"
     for f in specs:
         assert hasattr(f, "mtrl_spec"), f"{f.__name__} is not marked with @hookspec"

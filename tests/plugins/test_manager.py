@@ -17,7 +17,7 @@ def _plugin(**hooks: object) -> types.SimpleNamespace:
     return types.SimpleNamespace(**hooks)
 
 
-def _good(register):  # noqa: ANN001 - hook signature fixed by the spec
+def _good(register):
     register.env(
         "Toy-v0",
         lambda num_envs, seed: batch_env_from_gymnasium(
@@ -44,7 +44,9 @@ def test_builtins_load_and_offer_gymnasium_envs() -> None:
 
 
 def test_in_process_plugin_is_namespaced_and_builds() -> None:
-    plugins = load_plugins(autoload=False, extra={"toys": _plugin(mtrl_register_envs=hookimpl(_good))})
+    plugins = load_plugins(
+        autoload=False, extra={"toys": _plugin(mtrl_register_envs=hookimpl(_good))}
+    )
     assert plugins.infos["toys"].status == "ok"
     assert plugins.infos["toys"].envs == ["toys/Toy-v0"]
     env = plugins.envs.get("toys/Toy-v0").build(num_envs=2, seed=1)
@@ -53,13 +55,15 @@ def test_in_process_plugin_is_namespaced_and_builds() -> None:
 
 
 def test_raising_plugin_is_reported_and_others_still_load() -> None:
-    def broken(register):  # noqa: ANN001
+    def broken(register):
         raise RuntimeError("simulator licence not found")
 
     plugins = load_plugins(
         autoload=False,
-        extra={"broken": _plugin(mtrl_register_envs=hookimpl(broken)),
-               "toys": _plugin(mtrl_register_envs=hookimpl(_good))},
+        extra={
+            "broken": _plugin(mtrl_register_envs=hookimpl(broken)),
+            "toys": _plugin(mtrl_register_envs=hookimpl(_good)),
+        },
     )
     info = plugins.infos["broken"]
     assert info.status == "error"
@@ -70,14 +74,16 @@ def test_raising_plugin_is_reported_and_others_still_load() -> None:
 
 
 def test_garbage_registrations_are_rejected_one_by_one() -> None:
-    def mixed(register):  # noqa: ANN001
+    def mixed(register):
         register.env("bad name!", lambda num_envs, seed: None)
         register.env("NotCallable-v0", 42)
         register.env("BadSpace-v0", lambda num_envs, seed: None, observation_space=(4,))
         register.env("BadCost-v0", lambda num_envs, seed: None, step_cost_s=float("nan"))
         _good(register)
 
-    plugins = load_plugins(autoload=False, extra={"mixed": _plugin(mtrl_register_envs=hookimpl(mixed))})
+    plugins = load_plugins(
+        autoload=False, extra={"mixed": _plugin(mtrl_register_envs=hookimpl(mixed))}
+    )
     info = plugins.infos["mixed"]
     assert info.status == "error"
     assert len(info.errors) == 4
@@ -89,25 +95,29 @@ def test_garbage_registrations_are_rejected_one_by_one() -> None:
 
 
 def test_hook_returning_data_is_a_contract_violation() -> None:
-    def returns(register):  # noqa: ANN001
+    def returns(register):
         return [{"id": "x"}]
 
-    plugins = load_plugins(autoload=False, extra={"ret": _plugin(mtrl_register_envs=hookimpl(returns))})
+    plugins = load_plugins(
+        autoload=False, extra={"ret": _plugin(mtrl_register_envs=hookimpl(returns))}
+    )
     assert plugins.infos["ret"].status == "error"
     assert "must call register.env" in plugins.infos["ret"].errors[0]
 
 
 def test_misspelt_hook_and_wrong_argument_are_rejected() -> None:
-    def typo(register):  # noqa: ANN001
+    def typo(register):
         pass
 
-    def wrong_arg(registrar):  # noqa: ANN001
+    def wrong_arg(registrar):
         pass
 
     plugins = load_plugins(
         autoload=False,
-        extra={"typo": _plugin(mtrl_register_env=hookimpl(typo)),
-               "wrongarg": _plugin(mtrl_register_envs=hookimpl(wrong_arg))},
+        extra={
+            "typo": _plugin(mtrl_register_env=hookimpl(typo)),
+            "wrongarg": _plugin(mtrl_register_envs=hookimpl(wrong_arg)),
+        },
     )
     assert plugins.infos["typo"].status == "error"
     assert "unknown hook" in plugins.infos["typo"].errors[0]
@@ -117,20 +127,24 @@ def test_misspelt_hook_and_wrong_argument_are_rejected() -> None:
 
 
 def test_unavailable_plugin_is_not_an_error() -> None:
-    def missing(register):  # noqa: ANN001
+    def missing(register):
         raise PluginUnavailable("needs foosim: pip install foosim")
 
-    plugins = load_plugins(autoload=False, extra={"foo": _plugin(mtrl_register_envs=hookimpl(missing))})
+    plugins = load_plugins(
+        autoload=False, extra={"foo": _plugin(mtrl_register_envs=hookimpl(missing))}
+    )
     assert plugins.infos["foo"].status == "unavailable"
     assert plugins.infos["foo"].errors == ["needs foosim: pip install foosim"]
 
 
 def test_duplicate_ids_within_a_plugin_keep_the_first() -> None:
-    def twice(register):  # noqa: ANN001
+    def twice(register):
         _good(register)
         _good(register)
 
-    plugins = load_plugins(autoload=False, extra={"twice": _plugin(mtrl_register_envs=hookimpl(twice))})
+    plugins = load_plugins(
+        autoload=False, extra={"twice": _plugin(mtrl_register_envs=hookimpl(twice))}
+    )
     assert plugins.infos["twice"].envs == ["twice/Toy-v0"]
     assert "already registered" in plugins.infos["twice"].errors[0]
 
@@ -152,7 +166,7 @@ def test_unknown_id_suggests_the_namespaced_one() -> None:
 
 
 def test_build_checks_what_the_factory_returns() -> None:
-    def lying(register):  # noqa: ANN001
+    def lying(register):
         register.env("Wrong-v0", lambda num_envs, seed: np.zeros(3))
         register.env(
             "Short-v0",
@@ -161,7 +175,9 @@ def test_build_checks_what_the_factory_returns() -> None:
             ),
         )
 
-    plugins = load_plugins(autoload=False, extra={"lying": _plugin(mtrl_register_envs=hookimpl(lying))})
+    plugins = load_plugins(
+        autoload=False, extra={"lying": _plugin(mtrl_register_envs=hookimpl(lying))}
+    )
     with pytest.raises(Exception, match="lying/Wrong-v0: plugin 'lying' returned ndarray"):
         plugins.envs.get("lying/Wrong-v0").build(num_envs=2)
     with pytest.raises(Exception, match="asked for 4 envs, got 1"):

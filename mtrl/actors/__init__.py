@@ -1,0 +1,1 @@
+"""Actors: step batch envs with the current policy and write fixed-length unrolls."""

@@ -1,0 +1,235 @@
+"""Per-task observation encoders, chosen from the task's observation space.
+
+:func:`make_encoder` maps a gymnasium space to a module that takes observations of any leading
+batch shape ``[*B, *obs_shape]`` (as the env produced them, e.g. ``uint8`` frames) and returns
+features ``[*B, encoder_dim]``. Casting and scaling happen inside, on the model's device, so
+actors ship raw (small) dtypes. Layers use orthogonal init with gain √2 and zero biases
+(the CleanRL convention).
+
+==============================  ===========================================================
+space                           encoder
+==============================  ===========================================================
+Box, 1 dim (or other ranks)     flatten → MLP with one hidden layer of ``encoder_dim``
+Box, 3 dims ``(C, H, W)``       scale integer frames by the space's ``high``; Nature-DQN CNN
+                                (Mnih et al. 2015) if H, W ≥ 36, else one 3x3 conv with 16
+                                channels (MinAtar, Young & Tian 2019); Linear → encoder_dim.
+                                ``(H, W, C)`` with C ≤ 4 < H is transposed.
+Discrete                        one-hot → MLP
+MultiBinary / MultiDiscrete     flatten / concatenated one-hots → MLP
+Dict                            one encoder per key (not ``action_mask``), concat → Linear
+==============================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from mtrl.config.models import ModelConfig
+
+__all__ = ["ACTION_MASK_KEY", "activation", "make_encoder", "make_mlp", "ortho_init"]
+
+ACTION_MASK_KEY = "action_mask"
+"""Key of a Dict observation holding the legal-action mask (1 = legal); not encoded."""
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
+
+_NATURE_MIN_SIZE = 36  # smallest H, W the Nature-DQN conv stack (8/4, 4/2, 3/1) accepts
+
+
+def activation(name: str) -> nn.Module:
+    """A fresh nonlinearity module by config name (``relu``, ``tanh``, ``gelu``)."""
+    try:
+        return _ACTIVATIONS[name]()
+    except KeyError:
+        choices = sorted(_ACTIVATIONS)
+        raise ValueError(f"unknown activation {name!r}; choose from {choices}") from None
+
+
+def ortho_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
+    """Orthogonal weights with ``gain`` and zero bias, in place; returns ``layer``."""
+    nn.init.orthogonal_(layer.weight, gain)
+    if getattr(layer, "bias", None) is not None:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+def make_mlp(in_dim: int, widths: Sequence[int], act: str) -> nn.Sequential:
+    """``Linear → act`` for each width (an empty ``widths`` gives the identity)."""
+    layers: list[nn.Module] = []
+    for width in widths:
+        layers += [ortho_init(nn.Linear(in_dim, width)), activation(act)]
+        in_dim = width
+    return nn.Sequential(*layers)
+
+
+class _Leaf(nn.Module):
+    """Base of single-tensor encoders: checks the trailing shape and folds the batch dims."""
+
+    def __init__(self, obs_shape: tuple[int, ...], what: str) -> None:
+        super().__init__()
+        self.obs_shape = tuple(int(d) for d in obs_shape)
+        self.what = what
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if not isinstance(obs, torch.Tensor):
+            raise TypeError(
+                f"{self.what}: observation must be a torch.Tensor, got {type(obs).__name__}; "
+                "convert with torch.as_tensor (see mtrl.learner.model.obs_to_tensor)"
+            )
+        nd = len(self.obs_shape)
+        if obs.ndim < nd or tuple(obs.shape[obs.ndim - nd :]) != self.obs_shape:
+            raise ValueError(
+                f"{self.what}: observation of shape {tuple(obs.shape)} does not end in the "
+                f"space's shape {self.obs_shape}"
+            )
+        batch = obs.shape[: obs.ndim - nd]
+        out = self.encode(obs.reshape(-1, *self.obs_shape))
+        return out.reshape(*batch, out.shape[-1])
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:  # [M, *obs_shape] -> [M, D]
+        raise NotImplementedError
+
+    def _float(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(next(self.parameters()).dtype)
+
+
+class _Features(_Leaf):
+    """Flatten (optionally one-hot / scale) then an MLP with one hidden layer."""
+
+    def __init__(self, obs_shape, what, in_dim: int, cfg: ModelConfig, prep=None) -> None:
+        super().__init__(obs_shape, what)
+        self.prep = prep
+        self.mlp = make_mlp(in_dim, [cfg.encoder_dim, cfg.encoder_dim], cfg.activation)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.prep(x) if self.prep is not None else x.reshape(x.shape[0], -1)
+        return self.mlp(self._float(x))
+
+
+class _Scale(nn.Module):
+    """Multiply integer-valued observations by ``1/high`` (per element), then flatten or not."""
+
+    def __init__(self, space: spaces.Box, flatten: bool) -> None:
+        super().__init__()
+        high = np.broadcast_to(np.asarray(space.high, dtype=np.float64), space.shape)
+        integer = np.issubdtype(space.dtype, np.integer) or space.dtype == np.bool_
+        scale = 1.0 / high if integer and np.all(np.isfinite(high)) and np.all(high > 0) else None
+        self.register_buffer(
+            "inv_high",
+            None if scale is None else torch.as_tensor(scale, dtype=torch.float32),
+            persistent=False,
+        )
+        self.flatten = flatten
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.inv_high is not None:
+            x = x.to(self.inv_high.dtype) * self.inv_high
+        return x.reshape(x.shape[0], -1) if self.flatten else x
+
+
+def _conv_out(size: int, kernel: int, stride: int) -> int:
+    return (size - kernel) // stride + 1
+
+
+class _ImageEncoder(_Leaf):
+    def __init__(self, space: spaces.Box, what: str, cfg: ModelConfig) -> None:
+        super().__init__(space.shape, what)
+        c, h, w = space.shape
+        self.channels_last = c > 4 >= w
+        if self.channels_last:
+            h, w, c = space.shape
+        self.scale = _Scale(space, flatten=False)
+        act = cfg.activation
+        if min(h, w) >= _NATURE_MIN_SIZE:
+            specs = [(32, 8, 4), (64, 4, 2), (64, 3, 1)]
+        else:
+            specs = [(16, 3, 1)]
+        layers: list[nn.Module] = []
+        for out_ch, kernel, stride in specs:
+            layers += [ortho_init(nn.Conv2d(c, out_ch, kernel, stride)), activation(act)]
+            c, h, w = out_ch, _conv_out(h, kernel, stride), _conv_out(w, kernel, stride)
+        if min(h, w) < 1:
+            raise ValueError(f"{what}: image {space.shape} is too small for a 3x3 conv")
+        self.conv = nn.Sequential(*layers, nn.Flatten())
+        self.out = nn.Sequential(ortho_init(nn.Linear(c * h * w, cfg.encoder_dim)), activation(act))
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._float(self.scale(x))
+        if self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.out(self.conv(x))
+
+
+class _OneHot(nn.Module):
+    """Integers ``[M, *shape]`` → concatenated one-hots ``[M, sum(nvec)]``."""
+
+    def __init__(self, nvec: np.ndarray, start: np.ndarray) -> None:
+        super().__init__()
+        nvec = np.asarray(nvec, dtype=np.int64).reshape(-1)
+        offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+        start = np.broadcast_to(np.asarray(start, dtype=np.int64), nvec.shape)
+        self.register_buffer("shift", torch.as_tensor(offsets - start), persistent=False)
+        self.size = int(nvec.sum())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idx = x.reshape(x.shape[0], -1).long() + self.shift
+        out = torch.zeros(x.shape[0], self.size, device=x.device)
+        return out.scatter_(1, idx, 1.0)
+
+
+class _DictEncoder(nn.Module):
+    def __init__(self, space: spaces.Dict, what: str, cfg: ModelConfig) -> None:
+        super().__init__()
+        keys = [k for k in space.spaces if k != ACTION_MASK_KEY]
+        if not keys:
+            raise ValueError(f"{what}: Dict observation has nothing to encode besides the mask")
+        self.keys = keys
+        self.parts = nn.ModuleDict(
+            {k: make_encoder(space.spaces[k], cfg, f"{what}[{k!r}]") for k in keys}
+        )
+        self.out = nn.Sequential(
+            ortho_init(nn.Linear(len(keys) * cfg.encoder_dim, cfg.encoder_dim)),
+            activation(cfg.activation),
+        )
+        self.what = what
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        if not isinstance(obs, dict):
+            raise TypeError(f"{self.what}: Dict observation must be a dict, got {type(obs)}")
+        missing = [k for k in self.keys if k not in obs]
+        if missing:
+            raise KeyError(f"{self.what}: observation lacks keys {missing} (has {list(obs)})")
+        return self.out(torch.cat([self.parts[k](obs[k]) for k in self.keys], dim=-1))
+
+
+def make_encoder(space: gym.Space, cfg: ModelConfig, what: str = "encoder") -> nn.Module:
+    """The encoder of one observation space: ``[*B, *obs_shape]`` → ``[*B, encoder_dim]``.
+
+    ``what`` names the encoder in error messages (e.g. ``task 2 'pong'``).
+    """
+    if isinstance(space, spaces.Dict):
+        return _DictEncoder(space, what, cfg)
+    if isinstance(space, spaces.Box):
+        if len(space.shape) == 3:
+            return _ImageEncoder(space, what, cfg)
+        size = int(np.prod(space.shape))
+        return _Features(space.shape, what, size, cfg, _Scale(space, flatten=True))
+    if isinstance(space, spaces.Discrete):
+        hot = _OneHot(np.array([space.n]), np.array([space.start]))
+        return _Features((), what, hot.size, cfg, hot)
+    if isinstance(space, spaces.MultiDiscrete):
+        hot = _OneHot(space.nvec, space.start)
+        return _Features(space.shape, what, hot.size, cfg, hot)
+    if isinstance(space, spaces.MultiBinary):
+        return _Features(space.shape, what, int(np.prod(space.shape)), cfg)
+    raise TypeError(
+        f"{what}: no encoder for observation space {space!r}; supported: Box, Discrete, "
+        "MultiDiscrete, MultiBinary and Dict of these"
+    )
