@@ -127,6 +127,8 @@ class Trainer:
                 pending, columns = [], 0
                 updates += 1
             self._drain_episodes()
+            if cfg.stop_at_target and self._targets_reached():
+                break
             now = time.perf_counter()
             if now - last_log >= cfg.tracking.log_every_s:
                 sps = (self.env_steps - steps_at_log) / (now - last_log)
@@ -141,6 +143,12 @@ class Trainer:
             returns, _ = runner.episodes.drain()
             self.recent[i].extend(returns)
             self.episodes[i] += len(returns)
+
+    def _targets_reached(self) -> bool:
+        targeted = [(i, r) for i, r in enumerate(self.results()) if r.target_score is not None]
+        return bool(targeted) and all(
+            r.solved and self.episodes[i] >= RECENT_EPISODES for i, r in targeted
+        )
 
     def results(self) -> list[TaskResult]:
         out = []

@@ -230,6 +230,9 @@ class ExperimentConfig(_Model):
     """Run seed; task seeds and model init derive from it."""
     total_env_steps: PositiveInt = 1_000_000
     """Training stops after this many env steps over all tasks."""
+    stop_at_target: bool = False
+    """Stop early once every task that has a ``target_score`` reaches it (mean of its last 20
+    episodes)."""
     tasks: list[TaskConfig] = Field(min_length=1)
     """The tasks trained together (at least one)."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)

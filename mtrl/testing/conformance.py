@@ -149,6 +149,7 @@ def check_env(
     require_episode_end: bool = True,
     spawn: bool = True,
     determinism_steps: int = 50,
+    spawn_timeout_s: float = 120.0,
 ) -> ConformanceReport:
     """Run the conformance suite on one env (an id from the registry, or an EnvSpec).
 
@@ -247,7 +248,18 @@ def check_env(
     else:
         ctx = mp.get_context("spawn")
         with ctx.Pool(1) as pool:
-            child = pool.apply(_spawned_digest, (env_id, num_envs, seed, determinism_steps, kwargs))
+            pending = pool.apply_async(
+                _spawned_digest, (env_id, num_envs, seed, determinism_steps, kwargs)
+            )
+            try:
+                child = pending.get(timeout=spawn_timeout_s)
+            except mp.TimeoutError:
+                _fail(
+                    env_id,
+                    "spawn",
+                    f"a spawned worker did not finish within "
+                    f"{spawn_timeout_s:g} s (it hung or died while building the env)",
+                )
         if child != digests[0]:
             _fail(
                 env_id,
