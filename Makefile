@@ -13,8 +13,7 @@ $(STAMP): $(BOOTSTRAP_INPUTS)
 bootstrap: $(STAMP)
 
 quickstart: $(STAMP)
-	$(VENV)/bin/mtrl plugins
-	$(VENV)/bin/mtrl validate --check-envs configs/quickstart.yaml
+	$(VENV)/bin/mtrl train configs/quickstart.yaml
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
