@@ -30,6 +30,10 @@ class UnknownEnvError(UserError, KeyError):
         return str(self.args[0])
 
 
+class EnvKwargsError(UserError):
+    """An env factory rejected the ``env_kwargs`` it was given (unknown or ill-typed)."""
+
+
 class PluginError(MtrlError):
     """A plugin broke its contract (failed import, raising hook, malformed registration)."""
 

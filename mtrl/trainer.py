@@ -21,6 +21,7 @@ from mtrl.actors.runner import TaskRunner
 from mtrl.actors.transfer import to_task_batch
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config import ExperimentConfig
+from mtrl.errors import EnvKwargsError
 from mtrl.learner.learner import Learner, resolve_device
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import EnvSpec, Plugins, get_plugins
@@ -79,7 +80,10 @@ class Trainer:
         self.runners: list[TaskRunner] = []
         try:
             for i, (task, spec) in enumerate(zip(cfg.tasks, self.specs, strict=True)):
-                env = spec.build(task.num_envs, cfg.task_seed(i), **task.env_kwargs)
+                try:
+                    env = spec.build(task.num_envs, cfg.task_seed(i), **task.env_kwargs)
+                except EnvKwargsError as e:
+                    raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
                 self.runners.append(
                     TaskRunner(i, env, cfg.learner.unroll_length, task.reward_scale)
                 )

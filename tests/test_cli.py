@@ -101,3 +101,16 @@ def test_help_everywhere(cmd: list[str]) -> None:
 def test_missing_config_file_is_a_user_error() -> None:
     res = _run("validate", "nope.yaml")
     assert res.returncode == 2 and "nope.yaml: cannot read config" in res.stderr
+
+
+def test_train_with_bad_env_kwargs_is_a_user_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "kw.yaml"
+    cfg.write_text(
+        "tasks:\n  - env: gymnasium/CartPole-v1\n    env_kwargs: {colour: red}\n"
+        f"tracking: {{run_dir: {tmp_path / 'runs'}}}\n"
+    )
+    res = _run("train", str(cfg))
+    assert res.returncode == 2
+    assert "error: tasks[0].env_kwargs: gymnasium/CartPole-v1: cannot build" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "runs").exists()  # nothing half-made is left behind

@@ -11,13 +11,7 @@ import torch
 
 from mtrl.actors.runner import Policy
 from mtrl.learner.distributions import env_actions
-
-
-def to_device(obs: Any, device: torch.device) -> Any:
-    """numpy (or dict of numpy) → torch on ``device`` without copying on the CPU."""
-    if isinstance(obs, dict):
-        return {k: torch.as_tensor(v, device=device) for k, v in obs.items()}
-    return torch.as_tensor(obs, device=device)
+from mtrl.learner.model import obs_to_tensor
 
 
 def make_policy(
@@ -28,7 +22,7 @@ def make_policy(
 
     @torch.no_grad()
     def policy(task: int, obs: Any) -> tuple[np.ndarray, Any, np.ndarray]:
-        dist, _ = model(task, to_device(obs, device))
+        dist, _ = model(task, obs_to_tensor(obs, device))
         raw = dist.mode() if greedy else dist.sample()
         logp = dist.log_prob(raw)
         return (

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from mtrl.actors.episodes import EpisodeTracker
-from mtrl.actors.unroll import UnrollBuffer, obs_row, write_obs
+from mtrl.actors.unroll import UnrollBuffer, obs_row
 from mtrl.plugins import BatchEnv
+from mtrl.plugins.spaces import write_item
 
 #: ``policy(task, obs_batch) -> (raw_actions, env_actions, behaviour_logp)``
 Policy = Callable[[int, Any], tuple[np.ndarray, Any, np.ndarray]]
@@ -31,7 +32,7 @@ class TaskRunner:
         self.episodes = EpisodeTracker(env.num_envs)
         self.prev_done = np.zeros(env.num_envs, bool)
         self.env_steps = 0
-        write_obs(self.buffer.obs, 0, env.reset())
+        write_item(self.buffer.obs, 0, env.reset())
 
     def collect(self, policy: Policy, version: int) -> UnrollBuffer:
         """Fill one unroll and return a snapshot of it; the bootstrap obs carries over."""
@@ -48,12 +49,12 @@ class TaskRunner:
             b.terminated[t] = out.terminated
             b.truncated[t] = out.truncated
             b.valid[t] = valid
-            write_obs(b.obs, t + 1, out.obs)
+            write_item(b.obs, t + 1, out.obs)
             self.episodes.record(out.reward, done, valid)
             self.prev_done = done
         self.env_steps += b.length * b.num_envs
         snapshot = b.copy()
-        write_obs(b.obs, 0, obs_row(b.obs, b.length))
+        write_item(b.obs, 0, obs_row(b.obs, b.length))
         return snapshot
 
     def close(self) -> None:

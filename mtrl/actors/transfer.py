@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from mtrl.actors.inference import to_device
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.learner.batch import TaskBatch
+from mtrl.learner.model import obs_to_tensor
 
 
 def to_task_batch(u: UnrollBuffer, device: torch.device) -> TaskBatch:
     t = lambda x: torch.as_tensor(x, device=device)  # noqa: E731
     return TaskBatch(
         task=u.task,
-        obs=to_device(u.obs, device),
+        obs=obs_to_tensor(u.obs, device),
         actions=t(u.actions),
         behaviour_logp=t(u.behaviour_logp),
         rewards=t(u.rewards),

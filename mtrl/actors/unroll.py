@@ -9,7 +9,6 @@ episode end, see :mod:`mtrl.plugins.batch_env`), which the loss masks out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -34,15 +33,6 @@ def raw_action_layout(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
     if isinstance(space, spaces.Box):
         return space.shape, np.dtype(np.float32)
     raise TypeError(f"no policy head for action space {space}")
-
-
-def write_obs(dst: ObsArray, t: int, src: Any) -> None:
-    """``dst[t] = src`` for array or dict observations (copies into the preallocated row)."""
-    if isinstance(dst, dict):
-        for k, v in dst.items():
-            v[t] = src[k]
-    else:
-        dst[t] = src
 
 
 def obs_row(obs: ObsArray, t: int | slice) -> ObsArray:

@@ -7,7 +7,7 @@ Everything a plugin author needs is importable from here::
 
 from mtrl.errors import PluginUnavailable
 from mtrl.plugins.adapters import GymVectorBatchEnv, batch_env_from_gymnasium
-from mtrl.plugins.batch_env import AsyncBatchEnv, BatchEnv, StepBatch, reset_step_mask
+from mtrl.plugins.batch_env import AsyncBatchEnv, BatchEnv, StepBatch
 from mtrl.plugins.hookspecs import hookimpl
 from mtrl.plugins.manager import Plugins, get_plugins, load_plugins, reset_plugins
 from mtrl.plugins.registrar import EnvRegistrar
@@ -35,5 +35,4 @@ __all__ = [
     "load_plugins",
     "make_env",
     "reset_plugins",
-    "reset_step_mask",
 ]

@@ -11,7 +11,7 @@ Rules every implementation follows (the conformance suite in :mod:`mtrl.testing`
 * **Next-step auto-reset** (gymnasium's default, envpool's and ALE's native rule): after a step
   that returned ``terminated[i] or truncated[i]``, the *next* ``step`` ignores ``actions[i]``,
   resets copy ``i`` and returns its first observation with reward 0 and both flags false. The
-  learner masks such reset steps out of its loss (see :func:`reset_step_mask`).
+  learner masks such reset steps out of its loss (the unroll marks them ``valid = False``).
 * Seeding happens at construction: two batch envs made with the same ``seed`` and fed the same
   actions produce identical observations, rewards and flags. Copy ``i`` uses ``seed + i``.
 * Rewards are float32 of shape ``(num_envs,)``; flags are bool of shape ``(num_envs,)``.
@@ -62,11 +62,6 @@ class BatchEnv(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def reset_step_mask(prev_done: np.ndarray) -> np.ndarray:
-    """Which steps are genuine transitions: those not following a terminated/truncated step."""
-    return ~np.asarray(prev_done, dtype=bool)
 
 
 class AsyncBatchEnv(BatchEnv):

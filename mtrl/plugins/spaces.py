@@ -53,3 +53,19 @@ def batch_len(batch: Any) -> int:
     if isinstance(batch, tuple):
         return batch_len(batch[0])
     return len(batch)
+
+
+def write_item(batch: Any, i: int, value: Any) -> None:
+    """``batch[i] = value`` for array or dict batches (copies into a preallocated row)."""
+    if isinstance(batch, dict):
+        for k, b in batch.items():
+            b[i] = value[k]
+    else:
+        batch[i] = value
+
+
+def copy_batch(batch: Any) -> Any:
+    """A copy of an array or dict batch, so a caller may keep it while the source is reused."""
+    if isinstance(batch, dict):
+        return {k: b.copy() for k, b in batch.items()}
+    return batch.copy()

@@ -9,7 +9,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from mtrl.errors import PluginError, UnknownEnvError
+from mtrl.errors import EnvKwargsError, PluginError, UnknownEnvError
 from mtrl.plugins.batch_env import BatchEnv
 
 #: ``make(num_envs, seed, **env_kwargs) -> BatchEnv``
@@ -74,7 +74,7 @@ class EnvSpec:
         try:
             env = self.make(num_envs=num_envs, seed=seed, **env_kwargs)
         except TypeError as e:
-            raise PluginError(
+            raise EnvKwargsError(
                 f"{self.id}: cannot build with {env_kwargs or 'no kwargs'}: {e}"
             ) from e
         if not isinstance(env, BatchEnv):

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from mtrl.errors import PluginError
+from mtrl.errors import EnvKwargsError
 from mtrl.plugins import AsyncBatchEnv, get_plugins, load_plugins, make_env
 from mtrl.plugins.builtin.envpool_envs import make_envpool
 from mtrl.testing import check_env
@@ -164,7 +164,7 @@ def test_cartpole_spaces_agree_with_gymnasium() -> None:
 
 
 def test_unknown_option_names_the_env_and_suggests() -> None:
-    with pytest.raises(PluginError, match=r"envpool/CartPole-v1.*max_episode_steps"):
+    with pytest.raises(EnvKwargsError, match=r"envpool/CartPole-v1.*max_episode_steps"):
         make_env("envpool/CartPole-v1", 2, max_episode_step=10)
     with pytest.raises(TypeError, match="envpool/Pong-v5: unknown option 'bogus'"):
         make_envpool(2, task="Pong-v5", bogus=1)

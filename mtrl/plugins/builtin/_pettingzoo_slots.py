@@ -18,23 +18,10 @@ import numpy as np
 from gymnasium.vector.utils import create_empty_array
 
 from mtrl.plugins.batch_env import BatchEnv, Obs, StepBatch
+from mtrl.plugins.spaces import copy_batch, write_item
 
 _SEED_HIGH = 2**31 - 1
 _MAX_REPLAYS = 1000  # games that end before the learner's first move, in a row
-
-
-def write_row(buf: Any, i: int, value: Any) -> None:
-    """Store one copy's observation at row ``i`` of a batch buffer (arrays or dicts of them)."""
-    if isinstance(buf, dict):
-        for k, b in buf.items():
-            b[i] = value[k]
-    else:
-        buf[i] = value
-
-
-def copy_batch(buf: Any) -> Any:
-    """A copy of a batch buffer, so callers may keep what a step returned."""
-    return {k: b.copy() for k, b in buf.items()} if isinstance(buf, dict) else buf.copy()
 
 
 @contextlib.contextmanager
@@ -126,7 +113,7 @@ class ParallelSlotsBatchEnv(BatchEnv):
                 f"{self.agents}; agents that join mid-game are not supported"
             )
         for j, agent in enumerate(self.agents):
-            write_row(self._obs, base + j, obs[agent])
+            write_item(self._obs, base + j, obs[agent])
         self._ended[g] = False
 
     def reset(self) -> Obs:
@@ -153,7 +140,7 @@ class ParallelSlotsBatchEnv(BatchEnv):
                 for j, agent in enumerate(self.agents):
                     slot = base + j
                     if agent in obs:  # else keep the slot's last observation
-                        write_row(self._obs, slot, obs[agent])
+                        write_item(self._obs, slot, obs[agent])
                     reward[slot] = rew.get(agent, 0.0)
                     if ended:  # done agents keep their flag; the rest are cut (truncated)
                         terminated[slot] = bool(term.get(agent, False))
@@ -251,7 +238,7 @@ class BoardGameBatchEnv(BatchEnv):
             raise RuntimeError(
                 f"{self.env_id}: {_MAX_REPLAYS} games in a row ended before the learner moved"
             )
-        write_row(self._obs, g, game.observe(self.learner(g)))
+        write_item(self._obs, g, game.observe(self.learner(g)))
         self._ended[g] = False
 
     def reset(self) -> Obs:
@@ -277,7 +264,7 @@ class BoardGameBatchEnv(BatchEnv):
                 if terminated[g] or truncated[g]:
                     reward[g] = game.unwrapped._cumulative_rewards[learner]
                     self._ended[g] = True
-                write_row(self._obs, g, game.observe(learner))
+                write_item(self._obs, g, game.observe(learner))
         return StepBatch(copy_batch(self._obs), reward, terminated, truncated)
 
     def close(self) -> None:
