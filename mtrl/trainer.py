@@ -1,8 +1,8 @@
-"""The trainer: wiring of config → plugins → actors → learner → tracking (serial mode).
+"""The trainer: wiring of config → plugins → actor pool → learner → tracking.
 
-Every task's batch env is stepped in this process with batched inference (one forward per task
-per step for all its copies); unroll blocks are gathered until ``learner.batch_size`` env
-columns are available, then the learner takes one update over the mixed batch.
+The loop is the same in every actor mode (see :mod:`mtrl.actors.pool`): take the unrolls that
+are ready, and once they hold ``learner.batch_size`` env columns run one update over the mixed
+batch, give the unroll slots back and publish the new weights with their version.
 """
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
-from mtrl.actors.inference import make_policy
-from mtrl.actors.runner import TaskRunner
+from mtrl.actors.inference import InferenceModel
+from mtrl.actors.pool import FaultPolicy, ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.server import ReadyUnroll
 from mtrl.actors.transfer import to_task_batch
-from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config import ExperimentConfig
-from mtrl.errors import EnvKwargsError
+from mtrl.errors import EnvKwargsError, UserError
 from mtrl.learner.learner import Learner, resolve_device
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.plugins import EnvSpec, Plugins, get_plugins
+from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.tracking.sinks import ConsoleSink, JsonlSink
 
@@ -58,6 +59,40 @@ class TrainResult:
     tasks: list[TaskResult] = field(default_factory=list)
 
 
+@dataclass
+class TaskProgress:
+    """Running counters of one task, fed by the unrolls that reach the trainer."""
+
+    env_steps: int = 0
+    episodes: int = 0
+    returns: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
+    lengths: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
+    env_seconds: float = 0.0  # inside env.step, summed over actors
+    samples: int = 0  # env steps delivered to the learner
+
+
+def _build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int) -> BatchEnv:
+    task = cfg.tasks[i]
+    try:
+        return spec.build(num_envs, cfg.task_seed(i), **task.env_kwargs)
+    except EnvKwargsError as e:
+        raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
+
+
+def initial_actors(cfg: ExperimentConfig) -> list[int]:
+    """Actors per task at start: ``scheduler.num_actors`` split by task weight (largest
+    remainder), at least ``max(1, min_actors_per_task)`` each."""
+    sc, weights = cfg.scheduler, np.array([t.weight for t in cfg.tasks], float)
+    floor = max(1, sc.min_actors_per_task)
+    total = max(sc.num_actors, floor * len(weights))
+    extra = total - floor * len(weights)
+    share = weights / weights.sum() * extra
+    counts = np.floor(share).astype(int)
+    for i in np.argsort(-(share - counts), kind="stable")[: extra - counts.sum()]:
+        counts[i] += 1
+    return (counts + floor).tolist()
+
+
 class Trainer:
     """Builds everything a config names and trains until ``total_env_steps``."""
 
@@ -77,30 +112,55 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         device = resolve_device(cfg.learner.device)
-        self.runners: list[TaskRunner] = []
+        self.pool: Any = None
+        self.sinks: list[Any] = []
+        serial = cfg.actors.mode == "serial"
+        envs: list[BatchEnv] = []
         try:
+            setups = []
             for i, (task, spec) in enumerate(zip(cfg.tasks, self.specs, strict=True)):
-                try:
-                    env = spec.build(task.num_envs, cfg.task_seed(i), **task.env_kwargs)
-                except EnvKwargsError as e:
-                    raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
-                self.runners.append(
-                    TaskRunner(i, env, cfg.learner.unroll_length, task.reward_scale)
+                obs_space, act_space = self._spaces(spec, i, envs if serial else None)
+                setups.append(
+                    TaskSetup(
+                        index=i,
+                        name=task.key,
+                        env_id=task.env,
+                        num_envs=task.num_envs,
+                        seed=cfg.task_seed(i),
+                        reward_scale=task.reward_scale,
+                        observation_space=obs_space,
+                        action_space=act_space,
+                        env_kwargs=dict(task.env_kwargs),
+                    )
                 )
+            spaces = [TaskSpaces(s.observation_space, s.action_space) for s in setups]
+            self.model = MultiTaskModel(spaces, cfg.learner.model).to(device)
+            self.learner = Learner(self.model, cfg.learner, self.names)
+            unroll = cfg.learner.unroll_length
+            if serial:
+                inference = InferenceModel(self.model, shared=True)
+                self.pool = SerialPool(setups, envs, unroll, inference)
+            else:
+                sc = cfg.scheduler
+                self.pool = ParallelPool(
+                    setups,
+                    unroll,
+                    InferenceModel(self.model),
+                    mode=cfg.actors.mode,
+                    num_slots=cfg.actors.slots_per_actor,
+                    start_method=cfg.actors.start_method,
+                    faults=FaultPolicy(
+                        max_restarts=sc.max_restarts, step_timeout_s=sc.step_timeout_s
+                    ),
+                )
+                self.pool.set_actors(initial_actors(cfg))
         except BaseException:
+            for env in envs:
+                env.close()
             self.close()
             raise
-        spaces = [
-            TaskSpaces(r.env.single_observation_space, r.env.single_action_space)
-            for r in self.runners
-        ]
-        self.model = MultiTaskModel(spaces, cfg.learner.model).to(device)
-        self.learner = Learner(self.model, cfg.learner, self.names)
-        self.policy = make_policy(self.model, [s.action_space for s in spaces])
-        self.recent = [deque(maxlen=RECENT_EPISODES) for _ in self.runners]
-        self.episodes = [0] * len(self.runners)
+        self.progress = [TaskProgress() for _ in cfg.tasks]
         self.run_dir: Path | None = None
-        self.sinks: list[Any] = []
         if write_run_dir:
             self.run_dir = create_run_dir(
                 cfg.tracking.run_dir, cfg.name, cfg.seed, cfg.model_dump(mode="json")
@@ -109,28 +169,45 @@ class Trainer:
         if console and cfg.tracking.console != "quiet":
             self.sinks.append(ConsoleSink(self.names))
 
+    def _spaces(
+        self, spec: EnvSpec, i: int, keep: list[BatchEnv] | None
+    ) -> tuple[gym.Space, gym.Space]:
+        """A task's spaces. Serial mode builds (and keeps) the env; parallel mode asks the spec,
+        building one copy here only when kwargs may change the spaces."""
+        task = self.cfg.tasks[i]
+        if keep is not None:
+            env = _build_env(spec, self.cfg, i, task.num_envs)
+            keep.append(env)
+            return env.single_observation_space, env.single_action_space
+        if not task.env_kwargs:
+            return spec.observation_space, spec.action_space
+        env = _build_env(spec, self.cfg, i, 1)
+        try:
+            return env.single_observation_space, env.single_action_space
+        finally:
+            env.close()
+
     @property
     def env_steps(self) -> int:
-        return sum(r.env_steps for r in self.runners)
+        return sum(p.env_steps for p in self.progress)
 
     def run(self) -> TrainResult:
         cfg = self.cfg
         start = last_log = time.perf_counter()
         steps_at_log, updates = 0, 0
-        pending: list[UnrollBuffer] = []
+        pending: list[ReadyUnroll] = []
         columns = 0
         metrics: dict[str, float] = {}
-        device = self.learner.device
         while self.env_steps < cfg.total_env_steps:
-            for runner in self.runners:
-                unroll = runner.collect(self.policy, self.learner.version)
-                pending.append(unroll)
-                columns += unroll.num_envs
+            for ru in self.pool.get(timeout=1.0):
+                self._accept(ru)
+                pending.append(ru)
+                columns += ru.buffer.num_envs
+            self._check_faults()
             if columns >= cfg.learner.batch_size:
-                metrics = self.learner.update([to_task_batch(u, device) for u in pending])
+                metrics = self._learn(pending)
                 pending, columns = [], 0
                 updates += 1
-            self._drain_episodes()
             if cfg.stop_at_target and self._targets_reached():
                 break
             now = time.perf_counter()
@@ -138,33 +215,64 @@ class Trainer:
                 sps = (self.env_steps - steps_at_log) / (now - last_log)
                 self._log(metrics, sps, updates, now - start)
                 last_log, steps_at_log = now, self.env_steps
+        for ru in pending:
+            self.pool.release(ru)
         seconds = time.perf_counter() - start
         self._log(metrics, self.env_steps / max(seconds, 1e-9), updates, seconds)
         return TrainResult(self.run_dir, self.env_steps, updates, seconds, self.results())
 
-    def _drain_episodes(self) -> None:
-        for i, runner in enumerate(self.runners):
-            returns, _ = runner.episodes.drain()
-            self.recent[i].extend(returns)
-            self.episodes[i] += len(returns)
+    def _accept(self, ru: ReadyUnroll) -> None:
+        p, info = self.progress[ru.task], ru.info
+        p.env_steps += info.env_steps
+        p.env_seconds += info.env_seconds
+        p.episodes += len(info.episode_returns)
+        p.returns.extend(info.episode_returns)
+        p.lengths.extend(info.episode_lengths)
+
+    def _learn(self, pending: list[ReadyUnroll]) -> dict[str, float]:
+        device = self.learner.device
+        lag_max = max(self.learner.version - ru.buffer.policy_version for ru in pending)
+        batches = [to_task_batch(ru.buffer, device) for ru in pending]
+        copied = device.type != "cpu"  # on the CPU the batch is a view of the unroll slots
+        if copied:
+            for ru in pending:
+                self.pool.release(ru)
+        metrics = self.learner.update(batches)
+        for b in batches:
+            self.progress[b.task].samples += b.num_samples
+        if not copied:
+            for ru in pending:
+                self.pool.release(ru)
+        self.pool.publish(self.model, self.learner.version)
+        metrics["charts/policy_lag_max"] = float(lag_max)
+        return metrics
+
+    def _check_faults(self) -> None:
+        for ev in self.pool.events():
+            name = self.names[ev.task]
+            print(f"actor {ev.actor_id} of task {name!r} failed ({ev.kind}): {ev.text}")
+        faults = self.pool.faults
+        if all(f.quarantined for f in faults):
+            raise UserError(
+                "every task is quarantined after repeated actor failures: "
+                + "; ".join(f"{n}: {f.last_error}" for n, f in zip(self.names, faults, strict=True))
+            )
 
     def _targets_reached(self) -> bool:
         targeted = [(i, r) for i, r in enumerate(self.results()) if r.target_score is not None]
         return bool(targeted) and all(
-            r.solved and self.episodes[i] >= RECENT_EPISODES for i, r in targeted
+            r.solved and self.progress[i].episodes >= RECENT_EPISODES for i, r in targeted
         )
 
     def results(self) -> list[TaskResult]:
         out = []
-        for i, (task, spec, runner) in enumerate(
-            zip(self.cfg.tasks, self.specs, self.runners, strict=True)
-        ):
-            mean = float(np.mean(self.recent[i])) if self.recent[i] else None
+        for task, spec, p in zip(self.cfg.tasks, self.specs, self.progress, strict=True):
+            mean = float(np.mean(p.returns)) if p.returns else None
             out.append(
                 TaskResult(
-                    name=self.names[i],
-                    env_steps=runner.env_steps,
-                    episodes=self.episodes[i],
+                    name=task.key,
+                    env_steps=p.env_steps,
+                    episodes=p.episodes,
                     mean_return=mean,
                     normalized_score=spec.normalized_score(mean) if mean is not None else None,
                     target_score=task.target_score,
@@ -180,18 +288,27 @@ class Trainer:
             "charts/elapsed_s": elapsed,
             **metrics,
         }
-        for r in self.results():
+        actors = self.pool.actors_per_task()
+        for i, r in enumerate(self.results()):
+            p, f = self.progress[i], self.pool.faults[i]
             record[f"task/{r.name}/env_steps"] = r.env_steps
             record[f"task/{r.name}/episodes"] = r.episodes
+            record[f"task/{r.name}/faults"] = f.faults
+            record[f"scheduler/{r.name}/actors"] = actors[i]
+            if p.env_seconds > 0:
+                record[f"task/{r.name}/env_sps"] = p.env_steps / p.env_seconds
             if r.mean_return is not None:
                 record[f"task/{r.name}/return"] = r.mean_return
+                record[f"task/{r.name}/episode_length"] = float(np.mean(p.lengths))
             if r.normalized_score is not None:
                 record[f"task/{r.name}/normalized_score"] = r.normalized_score
         for sink in self.sinks:
             sink.write(record)
 
     def close(self) -> None:
-        for r in self.runners:
-            r.close()
-        for s in getattr(self, "sinks", []):
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        for s in self.sinks:
             s.close()
+        self.sinks = []

@@ -1,61 +1,129 @@
-"""A task runner: one batch env of one task, stepped with a policy into an unroll buffer.
+"""Stepping one batch env into unroll buffers: the loop every actor runs, serial or parallel.
 
-This is the serial actor. Multi-process actors run the same loop in their own process.
+:class:`EnvStepper` owns a task's batch env and its episode bookkeeping; :meth:`EnvStepper.fill`
+runs ``T`` steps into a buffer, asking ``act(buffer, t)`` to write the actions of step ``t``
+first. In serial mode ``act`` calls the model directly; in an actor worker it asks the central
+inference server, which writes the actions into the shared buffer (:mod:`mtrl.actors.worker`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mtrl.actors.episodes import EpisodeTracker
-from mtrl.actors.unroll import UnrollBuffer, obs_row
+from mtrl.actors.unroll import UnrollBuffer, copy_obs_row
+from mtrl.learner.distributions import env_actions
 from mtrl.plugins import BatchEnv
 from mtrl.plugins.spaces import write_item
 
-#: ``policy(task, obs_batch) -> (raw_actions, env_actions, behaviour_logp)``
-Policy = Callable[[int, Any], tuple[np.ndarray, Any, np.ndarray]]
+#: ``act(buffer, t)`` writes ``buffer.actions[t]``, ``behaviour_logp[t]`` and ``versions[t]``.
+ActFn = Callable[[UnrollBuffer, int], None]
 
 
-class TaskRunner:
-    """Steps ``env`` ``unroll_length`` times per :meth:`collect`, writing in place."""
+class EnvFault(RuntimeError):
+    """The env misbehaved (raised, or returned non-finite numbers); the unroll is unusable."""
 
-    def __init__(self, task: int, env: BatchEnv, unroll_length: int, reward_scale: float) -> None:
-        self.task = task
+
+def _check_finite(obs: Any, reward: np.ndarray, what: str) -> None:
+    if not np.isfinite(reward).all():
+        bad = np.flatnonzero(~np.isfinite(reward))
+        raise EnvFault(f"{what}: non-finite reward in env copies {bad[:8].tolist()}")
+    arrays = obs.values() if isinstance(obs, dict) else (obs,)
+    for arr in arrays:
+        if isinstance(arr, np.ndarray) and arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise EnvFault(f"{what}: non-finite observation")
+
+
+class EnvStepper:
+    """Steps ``env`` into unroll buffers; records unscaled episode returns and step times."""
+
+    def __init__(self, env: BatchEnv, reward_scale: float, name: str = "env") -> None:
         self.env = env
+        self.name = name
+        self.action_space = env.single_action_space
         self.reward_scale = np.float32(reward_scale)
-        self.buffer = UnrollBuffer.allocate(
-            task, unroll_length, env.num_envs, env.single_observation_space, env.single_action_space
-        )
         self.episodes = EpisodeTracker(env.num_envs)
         self.prev_done = np.zeros(env.num_envs, bool)
         self.env_steps = 0
-        write_item(self.buffer.obs, 0, env.reset())
+        self.env_seconds = 0.0  # time spent inside env.step since the last drain
+        self._first_obs = env.reset()
 
-    def collect(self, policy: Policy, version: int) -> UnrollBuffer:
-        """Fill one unroll and return a snapshot of it; the bootstrap obs carries over."""
-        b = self.buffer
-        b.policy_version = version
-        for t in range(b.length):
-            raw, env_actions, logp = policy(self.task, obs_row(b.obs, t))
-            out = self.env.step(env_actions)
+    def start(self, buf: UnrollBuffer) -> None:
+        """Write the first observation into row 0 of the first buffer."""
+        write_item(buf.obs, 0, self._first_obs)
+        self._first_obs = None
+
+    @staticmethod
+    def carry(src: UnrollBuffer, dst: UnrollBuffer) -> None:
+        """The bootstrap observation of ``src`` becomes row 0 of ``dst``."""
+        copy_obs_row(dst.obs, 0, src.obs, src.length)
+
+    def fill(self, buf: UnrollBuffer, act: ActFn) -> None:
+        """Run ``buf.length`` steps; row 0 of ``buf.obs`` must already hold the current obs."""
+        env, clock = self.env, time.perf_counter
+        for t in range(buf.length):
+            act(buf, t)
+            actions = env_actions(self.action_space, buf.actions[t])
+            t0 = clock()
+            out = env.step(actions)
+            self.env_seconds += clock() - t0
+            _check_finite(out.obs, out.reward, self.name)
             valid = ~self.prev_done
             done = out.terminated | out.truncated
-            b.actions[t] = raw
-            b.behaviour_logp[t] = logp
-            np.multiply(out.reward, self.reward_scale, out=b.rewards[t])
-            b.terminated[t] = out.terminated
-            b.truncated[t] = out.truncated
-            b.valid[t] = valid
-            write_item(b.obs, t + 1, out.obs)
+            np.multiply(out.reward, self.reward_scale, out=buf.rewards[t])
+            buf.terminated[t] = out.terminated
+            buf.truncated[t] = out.truncated
+            buf.valid[t] = valid
+            write_item(buf.obs, t + 1, out.obs)
             self.episodes.record(out.reward, done, valid)
             self.prev_done = done
-        self.env_steps += b.length * b.num_envs
-        snapshot = b.copy()
-        write_item(b.obs, 0, obs_row(b.obs, b.length))
-        return snapshot
+        self.env_steps += buf.length * buf.num_envs
 
     def close(self) -> None:
         self.env.close()
+
+
+class SerialActor:
+    """One task's env stepped in the caller's thread, with a free list of unroll buffers.
+
+    :meth:`collect` fills a free buffer and hands it out; the caller gives it back with
+    :meth:`release` once the learner is done with it, so nothing is copied.
+    """
+
+    def __init__(
+        self, task: int, env: BatchEnv, unroll_length: int, reward_scale: float, name: str = ""
+    ) -> None:
+        self.task = task
+        self.unroll_length = unroll_length
+        self.stepper = EnvStepper(env, reward_scale, name or f"task {task}")
+        self._free: list[UnrollBuffer] = []
+        self._current = self._new_buffer()
+        self.stepper.start(self._current)
+
+    def _new_buffer(self) -> UnrollBuffer:
+        env = self.stepper.env
+        return UnrollBuffer.allocate(
+            self.task,
+            self.unroll_length,
+            env.num_envs,
+            env.single_observation_space,
+            env.single_action_space,
+        )
+
+    def collect(self, act: ActFn) -> UnrollBuffer:
+        """Fill one unroll; the returned buffer is the caller's until :meth:`release`."""
+        buf = self._current
+        self.stepper.fill(buf, act)
+        self._current = self._free.pop() if self._free else self._new_buffer()
+        self.stepper.carry(buf, self._current)
+        return buf
+
+    def release(self, buf: UnrollBuffer) -> None:
+        self._free.append(buf)
+
+    def close(self) -> None:
+        self.stepper.close()

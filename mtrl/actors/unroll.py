@@ -1,13 +1,18 @@
 """The unroll: one task's fixed-length, time-major block of experience, preallocated.
 
-An actor owns one :class:`UnrollBuffer` per batch env and fills it in place, so the hot path
+An actor owns a few :class:`UnrollBuffer` slots and fills them in place, so the hot path
 allocates nothing. ``obs`` has ``T + 1`` rows: row ``T`` is the bootstrap observation, and it is
-carried over as row 0 of the next unroll. ``valid[t]`` is false on reset steps (the step after an
-episode end, see :mod:`mtrl.plugins.batch_env`), which the loss masks out.
+copied to row 0 of the next unroll. ``valid[t]`` is false on reset steps (the step after an
+episode end, see :mod:`mtrl.plugins.batch_env`), which the loss masks out. ``versions[t]`` is
+the version of the weights that chose the actions of step ``t`` (policy lag is measured from it).
+
+The arrays are described by :func:`unroll_fields` (name → shape, dtype), so the same buffer can
+live in private numpy memory (serial mode) or in shared memory (:mod:`mtrl.actors.shm`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -15,13 +20,7 @@ import numpy as np
 from gymnasium import spaces
 
 ObsArray = np.ndarray | dict[str, np.ndarray]
-
-
-def _alloc_obs(space: gym.Space, lead: tuple[int, ...]) -> ObsArray:
-    if isinstance(space, spaces.Dict):
-        return {k: _alloc_obs(s, lead) for k, s in space.spaces.items()}
-    shape = () if isinstance(space, spaces.Discrete) else space.shape
-    return np.zeros((*lead, *shape), dtype=space.dtype)
+FieldSpec = tuple[tuple[int, ...], np.dtype]
 
 
 def raw_action_layout(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
@@ -35,14 +34,62 @@ def raw_action_layout(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
     raise TypeError(f"no policy head for action space {space}")
 
 
+def _obs_fields(space: gym.Space, name: str, lead: tuple[int, ...], out: dict) -> None:
+    if isinstance(space, spaces.Dict):
+        for k, s in space.spaces.items():
+            _obs_fields(s, f"{name}/{k}", lead, out)
+        return
+    shape = () if isinstance(space, spaces.Discrete) else tuple(space.shape)
+    out[name] = ((*lead, *shape), np.dtype(space.dtype))
+
+
+def unroll_fields(T: int, N: int, obs_space: gym.Space, action_space: gym.Space) -> dict:
+    """Name → (shape, dtype) of every array of one unroll; Dict observations nest by ``/``."""
+    fields: dict[str, FieldSpec] = {}
+    _obs_fields(obs_space, "obs", (T + 1, N), fields)
+    shape, dtype = raw_action_layout(action_space)
+    fields["actions"] = ((T, N, *shape), dtype)
+    fields["behaviour_logp"] = ((T, N), np.dtype(np.float32))
+    fields["rewards"] = ((T, N), np.dtype(np.float32))
+    fields["terminated"] = ((T, N), np.dtype(bool))
+    fields["truncated"] = ((T, N), np.dtype(bool))
+    fields["valid"] = ((T, N), np.dtype(bool))
+    fields["versions"] = ((T,), np.dtype(np.int64))
+    return fields
+
+
+def _nest_obs(arrays: Mapping[str, np.ndarray]) -> ObsArray:
+    if "obs" in arrays:
+        return arrays["obs"]
+    root: dict = {}
+    for name, arr in arrays.items():
+        parts = name.split("/")
+        if parts[0] != "obs":
+            continue
+        node = root
+        for p in parts[1:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = arr
+    return root
+
+
 def obs_row(obs: ObsArray, t: int | slice) -> ObsArray:
-    """Row (or rows) ``t`` of a time-major observation array or dict of arrays."""
-    return {k: v[t] for k, v in obs.items()} if isinstance(obs, dict) else obs[t]
+    """Row (or rows) ``t`` of a time-major observation array or (nested) dict of arrays."""
+    return {k: obs_row(v, t) for k, v in obs.items()} if isinstance(obs, dict) else obs[t]
+
+
+def copy_obs_row(obs: ObsArray, dst: int, src_obs: ObsArray, src: int) -> None:
+    """``obs[dst] = src_obs[src]`` for arrays or (nested) dicts of arrays, in place."""
+    if isinstance(obs, dict):
+        for k, v in obs.items():
+            copy_obs_row(v, dst, src_obs[k], src)
+    else:
+        obs[dst] = src_obs[src]
 
 
 @dataclass
 class UnrollBuffer:
-    """Preallocated storage for one unroll of ``T`` steps of ``N`` env copies of one task."""
+    """Storage for one unroll of ``T`` steps of ``N`` env copies of one task."""
 
     task: int
     obs: ObsArray  # [T+1, N, *obs]
@@ -52,23 +99,31 @@ class UnrollBuffer:
     terminated: np.ndarray  # [T, N] bool
     truncated: np.ndarray  # [T, N] bool
     valid: np.ndarray  # [T, N] bool: false on reset steps
-    policy_version: int = 0  # version of the weights that acted (oldest in the unroll)
+    versions: np.ndarray  # [T] int64: weights version that acted at step t
+
+    @classmethod
+    def from_arrays(cls, task: int, arrays: Mapping[str, np.ndarray]) -> UnrollBuffer:
+        """A buffer over existing arrays named as by :func:`unroll_fields` (no copies)."""
+        return cls(
+            task=task,
+            obs=_nest_obs(arrays),
+            actions=arrays["actions"],
+            behaviour_logp=arrays["behaviour_logp"],
+            rewards=arrays["rewards"],
+            terminated=arrays["terminated"],
+            truncated=arrays["truncated"],
+            valid=arrays["valid"],
+            versions=arrays["versions"],
+        )
 
     @classmethod
     def allocate(
         cls, task: int, T: int, N: int, obs_space: gym.Space, action_space: gym.Space
     ) -> UnrollBuffer:
-        shape, dtype = raw_action_layout(action_space)
-        return cls(
-            task=task,
-            obs=_alloc_obs(obs_space, (T + 1, N)),
-            actions=np.zeros((T, N, *shape), dtype=dtype),
-            behaviour_logp=np.zeros((T, N), np.float32),
-            rewards=np.zeros((T, N), np.float32),
-            terminated=np.zeros((T, N), bool),
-            truncated=np.zeros((T, N), bool),
-            valid=np.ones((T, N), bool),
-        )
+        """A buffer in private (this process's) memory."""
+        fields = unroll_fields(T, N, obs_space, action_space)
+        arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in fields.items()}
+        return cls.from_arrays(task, arrays)
 
     @property
     def length(self) -> int:
@@ -78,21 +133,7 @@ class UnrollBuffer:
     def num_envs(self) -> int:
         return self.rewards.shape[1]
 
-    def copy(self) -> UnrollBuffer:
-        """A snapshot the learner can keep while the actor refills this buffer."""
-        obs = (
-            {k: v.copy() for k, v in self.obs.items()}
-            if isinstance(self.obs, dict)
-            else self.obs.copy()
-        )
-        return UnrollBuffer(
-            self.task,
-            obs,
-            self.actions.copy(),
-            self.behaviour_logp.copy(),
-            self.rewards.copy(),
-            self.terminated.copy(),
-            self.truncated.copy(),
-            self.valid.copy(),
-            self.policy_version,
-        )
+    @property
+    def policy_version(self) -> int:
+        """The oldest weights version that acted in this unroll (what the lag is measured by)."""
+        return int(self.versions.min())

@@ -2,6 +2,7 @@
 
 from mtrl.config.loading import config_schema, format_loc, load_config, parse_config
 from mtrl.config.models import (
+    ActorsConfig,
     CheckpointConfig,
     ExperimentConfig,
     LearnerConfig,
@@ -15,6 +16,7 @@ from mtrl.config.models import (
 )
 
 __all__ = [
+    "ActorsConfig",
     "CheckpointConfig",
     "ExperimentConfig",
     "LearnerConfig",

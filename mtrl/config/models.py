@@ -221,6 +221,21 @@ class CheckpointConfig(_Model):
     """Checkpoints kept; older ones are deleted."""
 
 
+class ActorsConfig(_Model):
+    """Who steps the envs (see mtrl/actors): serially here, or parallel actor workers."""
+
+    mode: Literal["serial", "process", "thread"] = "process"
+    """``serial``: every task stepped in the learner's thread (debugging; no parallelism);
+    ``process``: actor worker processes; ``thread``: actor threads in the learner process (for
+    envs that release the GIL, e.g. envpool). Parallel modes share one batched inference server
+    and hand unrolls over through shared memory."""
+    slots_per_actor: int = Field(default=2, ge=1, le=64)
+    """Unroll buffers per actor: with 2 or more an actor keeps stepping while the learner reads
+    its previous unroll (double buffering)."""
+    start_method: Literal["spawn", "forkserver", "fork"] = "spawn"
+    """How actor processes start. ``spawn`` is the safe default next to torch's threads."""
+
+
 class ExperimentConfig(_Model):
     """A multi-task training run."""
 
@@ -236,6 +251,7 @@ class ExperimentConfig(_Model):
     tasks: list[TaskConfig] = Field(min_length=1)
     """The tasks trained together (at least one)."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    actors: ActorsConfig = Field(default_factory=ActorsConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)

@@ -222,14 +222,17 @@ def _start(space: spaces.Discrete | spaces.MultiDiscrete) -> np.ndarray:
     return np.asarray(space.start, dtype=np.int64)
 
 
-def env_actions(space: gym.Space, raw: torch.Tensor) -> np.ndarray:
+def env_actions(space: gym.Space, raw: torch.Tensor | np.ndarray) -> np.ndarray:
     """Stored raw actions ``[N, *act_shape]`` → what ``space``'s env accepts, on the host.
+
+    Takes a tensor or a numpy array (actor processes convert the raw actions the inference
+    server wrote into shared memory without touching torch).
 
     Discrete / MultiDiscrete: index + ``start``, in the space's dtype. Box: the tanh squash into
     ``[low, high]`` (computed in float64, clipped, then cast to the space's dtype); dims with an
     infinite bound get ``u`` clipped to the finite side, if any.
     """
-    x = raw.detach().cpu().numpy()
+    x = raw if isinstance(raw, np.ndarray) else raw.detach().cpu().numpy()
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
         return (x.astype(np.int64) + _start(space)).astype(space.dtype)
     if isinstance(space, spaces.Box):

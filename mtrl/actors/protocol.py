@@ -1,0 +1,65 @@
+"""The tiny messages between actor workers and the inference server (no arrays, ever).
+
+Arrays live in shared memory (:mod:`mtrl.actors.shm`); these messages only say which slot and
+step they concern. Per step an actor sends 7 bytes and receives 1.
+
+actor → server: ``ACT(slot, t)`` "actions for step t of slot, please"; ``UNROLL(info)`` "slot is
+full" with episode returns and timings (pickled, once per unroll); ``FAULT(text)`` before dying.
+server → actor: ``GO`` "your actions are written"; ``RELEASE(slot)`` "the learner is done with
+slot"; ``STOP``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from dataclasses import dataclass, field
+
+ACT, UNROLL, FAULT, READY = b"A", b"U", b"F", b"R"
+GO, RELEASE, STOP = b"G", b"L", b"S"
+
+_SLOT_STEP = struct.Struct("<HI")
+_SLOT = struct.Struct("<H")
+
+
+@dataclass
+class UnrollInfo:
+    """What an actor reports with each finished unroll (small; pickled once per unroll)."""
+
+    slot: int
+    env_steps: int
+    episode_returns: list[float] = field(default_factory=list)
+    episode_lengths: list[int] = field(default_factory=list)
+    env_seconds: float = 0.0  # time inside env.step during this unroll
+    wall_seconds: float = 0.0  # wall time of the whole unroll, waiting for actions included
+
+
+def act(slot: int, t: int) -> bytes:
+    return ACT + _SLOT_STEP.pack(slot, t)
+
+
+def parse_act(msg: bytes) -> tuple[int, int]:
+    return _SLOT_STEP.unpack_from(msg, 1)
+
+
+def release(slot: int) -> bytes:
+    return RELEASE + _SLOT.pack(slot)
+
+
+def parse_release(msg: bytes) -> int:
+    return _SLOT.unpack_from(msg, 1)[0]
+
+
+def unroll(info: UnrollInfo) -> bytes:
+    return UNROLL + pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def fault(text: str) -> bytes:
+    return FAULT + text.encode("utf-8", "replace")
+
+
+def parse_payload(msg: bytes) -> object:
+    """The body of an ``UNROLL`` (an :class:`UnrollInfo`) or ``FAULT`` (a string) message."""
+    if msg[:1] == UNROLL:
+        return pickle.loads(msg[1:])
+    return msg[1:].decode("utf-8", "replace")

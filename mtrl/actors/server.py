@@ -1,0 +1,189 @@
+"""The central inference server: one forward per task for every actor waiting on it.
+
+A thread of the learner process. It waits on all actors' pipes at once; each round it collects
+the ``ACT`` requests that arrived, groups them by task, runs ONE batched forward per task over
+the observations the actors wrote into shared memory, writes actions, log-probs and the weights
+version back into the same slots and answers ``GO``. Finished unrolls and actor faults go to
+``outbox`` for the trainer. Nothing here pickles an array.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import numpy as np
+
+from mtrl.actors import protocol as P
+from mtrl.actors.inference import InferenceModel
+from mtrl.actors.shm import Arena
+from mtrl.actors.unroll import UnrollBuffer, obs_row
+from mtrl.actors.worker import ActorSpec
+
+
+@dataclass
+class ActorHandle:
+    """The server's and pool's view of one running actor."""
+
+    spec: ActorSpec
+    conn: Connection
+    arena: Arena
+    slots: list[UnrollBuffer]
+    worker: Any  # multiprocessing.Process or threading.Thread
+    started: float = field(default_factory=time.monotonic)
+    ready: bool = False
+    alive: bool = True
+    stopping: bool = False
+    stepping_since: float | None = None  # monotonic time of the last GO, None while waiting
+    outstanding: set[int] = field(default_factory=set)  # slots the learner holds
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, msg: bytes) -> bool:
+        with self.send_lock:
+            try:
+                self.conn.send_bytes(msg)
+                return True
+            except OSError:
+                return False
+
+
+@dataclass
+class ReadyUnroll:
+    """A full unroll slot handed to the learner; give it back with the pool's ``release``."""
+
+    actor_id: int
+    task: int
+    buffer: UnrollBuffer
+    info: P.UnrollInfo
+
+
+@dataclass
+class ActorEvent:
+    """An actor ended without being asked to: ``kind`` is ``fault`` (it said why) or ``exit``."""
+
+    actor_id: int
+    task: int
+    kind: str
+    text: str
+
+
+def _concat(parts: list[Any]) -> Any:
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], dict):
+        return {k: _concat([p[k] for p in parts]) for k in parts[0]}
+    return np.concatenate(parts)
+
+
+class InferenceServer:
+    """Serves actions to actors over pipes + shared memory; runs in its own thread."""
+
+    def __init__(self, model: InferenceModel, outbox: queue.Queue) -> None:
+        self.model = model
+        self.outbox = outbox
+        self._actors: dict[int, ActorHandle] = {}
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = Pipe(duplex=False)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="mtrl-inference", daemon=True)
+        self.forwards = 0
+        self.requests = 0
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, handle: ActorHandle) -> None:
+        with self._lock:
+            self._actors[handle.spec.actor_id] = handle
+        self._wake()
+
+    def remove(self, actor_id: int) -> None:
+        with self._lock:
+            self._actors.pop(actor_id, None)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send_bytes(b"w")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._round()
+        except BaseException as e:  # surfaced to the trainer by the pool
+            self.error = e
+            self.outbox.put(ActorEvent(-1, -1, "server", repr(e)))
+
+    def _round(self) -> None:
+        with self._lock:
+            handles = {h.conn: h for h in self._actors.values() if h.alive}
+        ready = wait([*handles, self._wake_r], timeout=0.2)
+        requests: dict[int, list[tuple[ActorHandle, int, int]]] = defaultdict(list)
+        for conn in ready:
+            if conn is self._wake_r:
+                while self._wake_r.poll():
+                    self._wake_r.recv_bytes()
+                continue
+            h = handles[conn]
+            try:
+                msg = conn.recv_bytes()
+            except (EOFError, OSError):
+                self.mark_lost(h, "exit", "the actor exited unexpectedly")
+                continue
+            kind = msg[:1]
+            if kind == P.ACT:
+                slot, t = P.parse_act(msg)
+                h.stepping_since = None
+                requests[h.spec.task].append((h, slot, t))
+            elif kind == P.UNROLL:
+                info = P.parse_payload(msg)
+                assert isinstance(info, P.UnrollInfo)
+                h.outstanding.add(info.slot)
+                self.outbox.put(ReadyUnroll(h.spec.actor_id, h.spec.task, h.slots[info.slot], info))
+            elif kind == P.READY:
+                h.ready = True
+            elif kind == P.FAULT:
+                self.mark_lost(h, "fault", str(P.parse_payload(msg)))
+        for task, reqs in requests.items():
+            self._serve(task, reqs)
+
+    def mark_lost(self, h: ActorHandle, kind: str, text: str) -> None:
+        """Take ``h`` out of service and report why (unless it was asked to stop)."""
+        if not h.alive:
+            return
+        h.alive = False
+        if not h.stopping:
+            self.outbox.put(ActorEvent(h.spec.actor_id, h.spec.task, kind, text))
+
+    def _serve(self, task: int, reqs: list[tuple[ActorHandle, int, int]]) -> None:
+        obs = _concat([obs_row(h.slots[s].obs, t) for h, s, t in reqs])
+        raw, logp, version = self.model.act(task, obs)
+        self.forwards += 1
+        self.requests += len(reqs)
+        start = 0
+        now = time.monotonic()
+        for h, s, t in reqs:
+            buf = h.slots[s]
+            n = buf.num_envs
+            buf.actions[t] = raw[start : start + n]
+            buf.behaviour_logp[t] = logp[start : start + n]
+            buf.versions[t] = version
+            start += n
+            h.stepping_since = now
+            h.send(P.GO)

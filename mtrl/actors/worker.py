@@ -1,0 +1,129 @@
+"""An actor worker: one batch env of one task, stepped with actions from the inference server.
+
+Runs in its own process (spawned) or in a thread of the learner process (for envs that release
+the GIL, such as envpool). It builds its env from the plugin registry (a spawned process
+rebuilds the registry from entry points), maps its unroll slots from shared memory, and for
+every step sends ``ACT(slot, t)`` and waits for ``GO`` — the server has then written the actions
+into the slot. A full slot is announced with ``UNROLL`` and belongs to the learner until
+``RELEASE``; with two or more slots the actor keeps stepping while the learner reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from mtrl.actors import protocol as P
+from mtrl.actors.runner import EnvStepper
+from mtrl.actors.shm import Arena, ArenaLayout
+from mtrl.actors.unroll import UnrollBuffer
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """Everything a worker needs, picklable for a spawned process."""
+
+    actor_id: int
+    task: int
+    task_name: str
+    env_id: str
+    num_envs: int
+    seed: int
+    unroll_length: int
+    reward_scale: float
+    layout: ArenaLayout
+    num_slots: int
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def slot_arrays(arrays: dict, slot: int) -> dict:
+    """The arrays of slot ``slot`` from an arena holding all of an actor's slots."""
+    prefix = f"s{slot}:"
+    return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+
+class _Stopped(Exception):
+    pass
+
+
+def actor_main(spec: ActorSpec, conn: Connection) -> None:
+    """Worker entry point; returns when told to stop or when the server goes away."""
+    stepper: EnvStepper | None = None
+    arena: Arena | None = None
+    try:
+        from mtrl.plugins import get_plugins
+
+        env = get_plugins().envs.get(spec.env_id).build(spec.num_envs, spec.seed, **spec.env_kwargs)
+        stepper = EnvStepper(env, spec.reward_scale, f"{spec.task_name} (actor {spec.actor_id})")
+        arena = Arena.attach(spec.layout)
+        slots = [
+            UnrollBuffer.from_arrays(spec.task, slot_arrays(arena.arrays, i))
+            for i in range(spec.num_slots)
+        ]
+        _run(spec, conn, stepper, slots)
+    except (_Stopped, EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass
+    except BaseException as e:
+        text = "".join(traceback.format_exception_only(type(e), e)).strip()
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        if where is not None:
+            text += f" (at {where.filename}:{where.lineno})"
+        with contextlib.suppress(OSError):
+            conn.send_bytes(P.fault(text))
+    finally:
+        if stepper is not None:
+            with contextlib.suppress(Exception):
+                stepper.close()
+        if arena is not None:
+            arena.close()
+        conn.close()
+
+
+def _run(spec: ActorSpec, conn: Connection, stepper: EnvStepper, slots: list) -> None:
+    free = set(range(len(slots)))
+
+    def handle(msg: bytes) -> bool:
+        """Apply a server message; true when it is the awaited ``GO``."""
+        kind = msg[:1]
+        if kind == P.GO:
+            return True
+        if kind == P.RELEASE:
+            free.add(P.parse_release(msg))
+            return False
+        if kind == P.STOP:
+            raise _Stopped
+        raise RuntimeError(f"actor {spec.actor_id}: unexpected message {msg[:8]!r}")
+
+    slot_idx = 0
+
+    def act(buf: UnrollBuffer, t: int) -> None:
+        conn.send_bytes(P.act(slot_idx, t))
+        while not handle(conn.recv_bytes()):
+            pass
+
+    conn.send_bytes(P.READY)
+    stepper.start(slots[0])
+    clock = time.perf_counter
+    while True:
+        free.discard(slot_idx)
+        t0, env_s0 = clock(), stepper.env_seconds
+        stepper.fill(slots[slot_idx], act)
+        returns, lengths = stepper.episodes.drain()
+        info = P.UnrollInfo(
+            slot=slot_idx,
+            env_steps=spec.unroll_length * spec.num_envs,
+            episode_returns=returns,
+            episode_lengths=lengths,
+            env_seconds=stepper.env_seconds - env_s0,
+            wall_seconds=clock() - t0,
+        )
+        conn.send_bytes(P.unroll(info))
+        nxt = (slot_idx + 1) % len(slots)
+        while nxt not in free:
+            handle(conn.recv_bytes())
+        EnvStepper.carry(slots[slot_idx], slots[nxt])
+        slot_idx = nxt
