@@ -193,6 +193,69 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write PNG figures (learning curves, throughput, actors, policy lag, PopArt σ, losses)
+    from the metrics of one or several run directories, overlaid for comparison."""
+    from mtrl.tracking.report import write_report
+
+    written = write_report(args.run_dirs, args.output)
+    for path in written:
+        print(path)
+    if not written:
+        print("no figures: the runs have no plottable metrics yet", file=sys.stderr)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate a trained agent: N episodes per task with greedy and/or stochastic actions;
+    mean ± std return and normalised score per task, as a table or JSON."""
+    import warnings
+
+    from mtrl.evaluate import MODES, evaluate, load_for_eval
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ckpt = load_for_eval(args.target)  # a skipped corrupt checkpoint warns: say so plainly
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    results = evaluate(
+        ckpt,
+        tasks=args.tasks,
+        episodes=args.episodes,
+        modes=modes,
+        seed=args.seed,
+        device=args.device,
+    )
+    if args.json:
+        doc = {
+            "checkpoint": str(ckpt.path),
+            "env_steps": ckpt.env_steps,
+            "episodes": args.episodes,
+            "results": [r.to_json() for r in results],
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
+    from rich.table import Table
+
+    steps = f"{ckpt.env_steps:,} env steps" if ckpt.env_steps is not None else "?"
+    table = Table(title=f"{ckpt.path} ({steps})")
+    for col in ("task", "mode", "episodes", "return (mean ± std)", "normalised", "length"):
+        table.add_column(col, justify="left" if col in ("task", "mode") else "right")
+    for r in results:
+        norm = "-" if r.normalized_score is None else f"{r.normalized_score:.2f}"
+        table.add_row(
+            r.task,
+            r.mode,
+            str(r.episodes),
+            f"{r.mean_return:.1f} ± {r.std_return:.1f}",
+            norm,
+            f"{r.mean_length:.0f}",
+        )
+    _console().print(table)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mtrl", description="Train one agent on many heterogeneous RL tasks at once."
@@ -241,6 +304,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", "-o", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_schema)
+    p = sub.add_parser(
+        "report",
+        help="plot learning curves and run statistics of run directories",
+        description=cmd_report.__doc__,
+    )
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories")
+    p.add_argument(
+        "--output",
+        "-o",
+        help="directory for the PNGs (default: RUN_DIR/plots for one run, ./report for several)",
+    )
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "eval", help="evaluate a checkpointed agent on its tasks", description=cmd_eval.__doc__
+    )
+    p.add_argument(
+        "target",
+        metavar="RUN_DIR|CHECKPOINT",
+        help="a run directory (its newest good checkpoint) or a checkpoint file",
+    )
+    p.add_argument("--tasks", nargs="+", metavar="NAME", help="only these tasks (name or env id)")
+    p.add_argument("--episodes", type=int, default=10, help="episodes per task and mode (10)")
+    modes = p.add_mutually_exclusive_group()
+    for mode, text in (
+        ("greedy", "most likely actions only"),
+        ("stochastic", "sampled actions only"),
+        ("both", "greedy and stochastic (default)"),
+    ):
+        modes.add_argument(f"--{mode}", dest="mode", action="store_const", const=mode, help=text)
+    p.set_defaults(mode="both")
+    p.add_argument("--seed", type=int, help="eval env seed (default: training seed + 1e6)")
+    p.add_argument("--device", default="cpu", help="torch device for the policy (cpu)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_eval)
     return parser
 
 

@@ -43,3 +43,7 @@ class PluginUnavailable(MtrlError):
 
     The plugin is then listed as *unavailable* with this message (not as an error).
     """
+
+
+class CheckpointError(UserError):
+    """A checkpoint is missing, unreadable or unsafe to load (it carries pickled code)."""

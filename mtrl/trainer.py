@@ -160,6 +160,7 @@ class Trainer:
             self.close()
             raise
         self.progress = [TaskProgress() for _ in cfg.tasks]
+        self._stop = False
         self.run_dir: Path | None = None
         if write_run_dir:
             self.run_dir = create_run_dir(
@@ -198,7 +199,8 @@ class Trainer:
         pending: list[ReadyUnroll] = []
         columns = 0
         metrics: dict[str, float] = {}
-        while self.env_steps < cfg.total_env_steps:
+        self._stop = False
+        while self.env_steps < cfg.total_env_steps and not self._stop:
             for ru in self.pool.get(timeout=1.0):
                 self._accept(ru)
                 pending.append(ru)
@@ -220,6 +222,10 @@ class Trainer:
         seconds = time.perf_counter() - start
         self._log(metrics, self.env_steps / max(seconds, 1e-9), updates, seconds)
         return TrainResult(self.run_dir, self.env_steps, updates, seconds, self.results())
+
+    def request_stop(self) -> None:
+        """Finish the current round and return from :meth:`run` (signal handlers, benchmarks)."""
+        self._stop = True
 
     def _accept(self, ru: ReadyUnroll) -> None:
         p, info = self.progress[ru.task], ru.info

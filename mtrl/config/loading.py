@@ -110,7 +110,7 @@ def _message(err: dict[str, Any]) -> str:
         return "required key is missing"
     if kind == "too_short" and loc == ("tasks",):
         return "at least one task is required"
-    if kind in ("unknown_env", "duplicate_task") or kind == "value_error":
+    if kind in ("unknown_env", "unknown_policy", "duplicate_task") or kind == "value_error":
         return err["msg"].removeprefix("Value error, ")
     msg = err["msg"]
     if "input" in err and kind not in ("model_type", "dict_type"):
@@ -133,9 +133,17 @@ def _problems(err: ValidationError, root: yaml.Node | None, source: str) -> list
 
 
 def parse_config(
-    text: str, source: str = "<config>", *, env_ids: Iterable[str] | None = None
+    text: str,
+    source: str = "<config>",
+    *,
+    env_ids: Iterable[str] | None = None,
+    scheduler_policies: Iterable[str] | None = None,
 ) -> ExperimentConfig:
-    """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks."""
+    """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks.
+
+    ``scheduler_policies`` (``plugins.schedulers.names()``) are the policy names accepted in
+    ``scheduler.policy``; without it only the built-in policies are.
+    """
     try:
         root = yaml.compose(text, Loader=_UniqueKeyLoader)
         data = yaml.load(text, Loader=_UniqueKeyLoader)
@@ -150,22 +158,31 @@ def parse_config(
         raise ConfigError(
             f"{source}: the config must be a mapping of keys, got {type(data).__name__}"
         )
-    context = {"env_ids": set(env_ids)} if env_ids is not None else None
+    context: dict[str, set[str]] = {}
+    if env_ids is not None:
+        context["env_ids"] = set(env_ids)
+    if scheduler_policies is not None:
+        context["scheduler_policies"] = set(scheduler_policies)
     try:
-        return ExperimentConfig.model_validate(data, context=context)
+        return ExperimentConfig.model_validate(data, context=context or None)
     except ValidationError as e:
         problems = _problems(e, root, source)
         raise ConfigError("\n".join(problems), problems=problems) from None
 
 
-def load_config(path: str | Path, *, env_ids: Iterable[str] | None = None) -> ExperimentConfig:
+def load_config(
+    path: str | Path,
+    *,
+    env_ids: Iterable[str] | None = None,
+    scheduler_policies: Iterable[str] | None = None,
+) -> ExperimentConfig:
     """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read config: {e.strerror or e}") from None
-    return parse_config(text, str(path), env_ids=env_ids)
+    return parse_config(text, str(path), env_ids=env_ids, scheduler_policies=scheduler_policies)
 
 
 def config_schema() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -76,10 +76,13 @@ def _unknown_env(env_id: str, known: Any) -> str:
 class SchedulerConfig(_Model):
     """How actor slots are shared between tasks (see mtrl/scheduler)."""
 
-    policy: Literal["fixed", "balanced", "progress"] = "fixed"
-    """``fixed``: proportional to task weights; ``balanced``: actors so that each task's share of
-    learner samples matches its weight whatever its step cost; ``progress``: more actors to tasks
-    learning fastest or furthest from target, with a floor."""
+    BUILTIN_POLICIES: ClassVar[tuple[str, ...]] = ("fixed", "balanced", "progress")
+
+    policy: str = Field(default="fixed", min_length=1)
+    """Allocation policy by name (``mtrl plugins`` lists those of installed plugins).
+    ``fixed``: proportional to task weights; ``balanced``: actors so that each task's share of
+    learner samples matches its weight whatever its step cost; ``progress``: more actors to
+    tasks learning fastest or furthest from target, with a floor."""
     num_actors: PositiveInt = 2
     """Actor workers in total (a budget shared by all tasks)."""
     min_actors_per_task: int = Field(default=1, ge=0)
@@ -90,6 +93,37 @@ class SchedulerConfig(_Model):
     """An env step slower than this counts as a hung actor and is restarted."""
     max_restarts: int = Field(default=5, ge=0)
     """Failures of one task's actors before the task is quarantined."""
+    warmup_s: float = Field(default=10.0, ge=0)
+    """Seconds after a task's first unroll whose timings are ignored (imports, first resets,
+    JIT); until the task is warm it gets the fixed split."""
+    stats_window: int = Field(default=500, ge=5)
+    """Recent unrolls (and step-time samples) behind each task's robust throughput and jitter
+    estimates; larger is steadier, smaller follows changes faster."""
+    progress_window: int = Field(default=500, ge=60)
+    """Recent episodes the learning-progress slope (Theil–Sen) is fitted to, as means of
+    consecutive blocks of 20 episodes (so at least 60: three blocks)."""
+    progress_floor: float = Field(default=0.25, ge=0, le=1)
+    """``progress`` keeps each task's data share at least this fraction of its weight share,
+    so solved tasks are not forgotten."""
+
+    @field_validator("policy")
+    @classmethod
+    def _policy_exists(cls, policy: str, info: ValidationInfo) -> str:
+        # The plugin registry's names come as context key ``scheduler_policies``; without it
+        # only the built-ins are known, so typos are still caught.
+        known = (info.context or {}).get("scheduler_policies")
+        names = sorted(cls.BUILTIN_POLICIES if known is None else known)
+        if policy not in names:
+            import difflib
+
+            hint = difflib.get_close_matches(policy, names, n=1, cutoff=0.6)
+            fix = f"did you mean {hint[0]!r}?" if hint else f"known: {', '.join(names) or '-'}"
+            raise PydanticCustomError(
+                "unknown_policy",
+                "Input should be a registered scheduling policy, not '{policy}'; {fix}",
+                {"policy": policy, "fix": fix},
+            )
+        return policy
 
 
 class PopArtConfig(_Model):
@@ -128,9 +162,13 @@ class ParallelConfig(_Model):
     """Distribution of the learner across devices/processes (torchrun)."""
 
     data_parallel: PositiveInt = 1
-    """Learner replicas; >1 all-reduces gradients and PopArt statistics (DDP)."""
+    """Learner replicas (processes) per node, each fed by its own actors; >1 all-reduces
+    gradients, PopArt statistics and metrics (docs/DISTRIBUTED.md). Under torchrun the launcher
+    decides: this must then be 1 or equal its ``--nproc-per-node``."""
     model_parallel: Literal["none", "task_sharded", "fsdp"] = "none"
-    """``task_sharded`` places per-task modules on different ranks; ``fsdp`` shards the torso."""
+    """With several replicas: ``task_sharded`` gives each rank the encoders and heads of its own
+    tasks (it takes only their batches); ``fsdp`` shards the shared torso across ranks
+    (``fully_shard``). On one process both are the plain learner."""
 
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
@@ -166,7 +204,9 @@ class LearnerConfig(_Model):
     popart: PopArtConfig = Field(default_factory=PopArtConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     device: str = "auto"
-    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``."""
+    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``.
+    Under torchrun ``cuda`` means each replica's own GPU (its local rank). ``xla`` runs learner
+    and inference through torch_xla (TPU; the ``tpu`` extra, torch_xla X.Y needs torch X.Y)."""
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
     torch_threads: PositiveInt = 1
     """Intra-op threads of torch in the learner process. One is fastest when actors and learner
@@ -194,6 +234,11 @@ class WandbConfig(_Model):
     """Run group, e.g. to gather seeds."""
     tags: list[str] = Field(default_factory=list)
     """Run tags."""
+    init_timeout_s: PositiveFloat = 30.0
+    """Seconds wandb may take to start a run; an online start that fails falls back to offline.
+    Training never waits for it (wandb runs on a background thread)."""
+    finish_timeout_s: PositiveFloat = 60.0
+    """Seconds the end of the run waits for wandb to finish uploading before leaving it."""
 
 
 class TrackingConfig(_Model):
@@ -205,6 +250,8 @@ class TrackingConfig(_Model):
     """Console progress: rich on a terminal, plain lines otherwise (auto), JSON lines, or none."""
     log_every_s: PositiveFloat = 5.0
     """Seconds between metric records."""
+    csv: bool = True
+    """Also write ``metrics.csv`` (one column per metric) beside ``metrics.jsonl``."""
     wandb: WandbConfig = Field(default_factory=WandbConfig)
 
 

@@ -18,6 +18,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from mtrl.plugins.registrar import EnvRegistrar
+    from mtrl.plugins.scheduler_registrar import SchedulerRegistrar
 
 PROJECT = "mtrl"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -41,4 +42,27 @@ def mtrl_register_envs(register: EnvRegistrar) -> None:
     :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing; the plugin
     is then listed as unavailable with your message. Return nothing: a returned value is
     reported as a contract violation.
+    """
+
+
+@hookspec
+def mtrl_register_schedulers(register: SchedulerRegistrar) -> None:
+    """Offer actor-allocation policies by calling ``register.policy(name, policy, ...)``.
+
+    ``name`` is what a config names in ``scheduler.policy`` (one flat namespace shared by all
+    plugins; the built-ins ``fixed``, ``balanced`` and ``progress`` come first, and a second
+    registration of a taken name is reported as an error of the later plugin). ``policy`` is
+    a pure function ``policy(records, budget) -> mtrl.scheduler.Allocation`` of a sequence of
+    :class:`mtrl.scheduler.TaskRecord` (one per task, with robust throughput, jitter, data
+    share, score, target, learning progress, failures, ``warm`` and ``quarantined`` flags) and
+    a :class:`mtrl.scheduler.Budget` (``slots``, ``min_per_task``, ``floor_share``). It must
+    give every task a non-negative actor count, summing to ``budget.slots``, 0 to quarantined
+    tasks and at least ``min_per_task`` to the others; :func:`mtrl.scheduler.apportion` does
+    the rounding. The runtime calls it every ``scheduler.rebalance_every_s`` seconds, from one
+    thread, and logs the allocation's ``reasons``; it must be fast (milliseconds for 100 tasks)
+    and free of I/O. ``description`` is one line for listings.
+
+    Registration must be cheap and side-effect free (spawned workers load plugins again). Raise
+    :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing. Return
+    nothing: a returned value is reported as a contract violation.
     """

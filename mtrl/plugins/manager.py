@@ -25,6 +25,7 @@ import pluggy
 from mtrl.errors import PluginUnavailable
 from mtrl.plugins import hookspecs
 from mtrl.plugins.registrar import EnvRegistrar
+from mtrl.plugins.scheduler_registrar import SchedulerRegistrar, SchedulerRegistry
 from mtrl.plugins.spec import EnvRegistry
 
 ENTRY_POINT_GROUP = "mtrl"
@@ -32,6 +33,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "gymnasium": "mtrl.plugins.builtin.gymnasium_envs",
     "envpool": "mtrl.plugins.builtin.envpool_envs",
     "pettingzoo": "mtrl.plugins.builtin.pettingzoo_envs",
+    "scheduler": "mtrl.scheduler.builtin",
 }
 ENV_DISABLE_AUTOLOAD = "MTRL_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ONLY = "MTRL_PLUGINS"
@@ -52,6 +54,7 @@ class PluginInfo:
     status: Status = "ok"
     hooks: list[str] = field(default_factory=list)
     envs: list[str] = field(default_factory=list)
+    schedulers: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def fail(self, message: str) -> None:
@@ -61,11 +64,13 @@ class PluginInfo:
 
 @dataclass
 class Plugins:
-    """The loaded plugin manager, one :class:`PluginInfo` per plugin, and the env registry."""
+    """The loaded plugin manager, one :class:`PluginInfo` per plugin, and the registries."""
 
     pm: pluggy.PluginManager
     infos: dict[str, PluginInfo]
     envs: EnvRegistry
+    schedulers: SchedulerRegistry = field(default_factory=SchedulerRegistry)
+    """Scheduling policies by name (``scheduler.policy`` in configs)."""
 
 
 def _names(var: str) -> set[str] | None:
@@ -111,7 +116,7 @@ def _candidates(autoload: bool, extra: Mapping[str, Any]) -> list[tuple[PluginIn
 
 
 def load_plugins(*, autoload: bool = True, extra: Mapping[str, Any] | None = None) -> Plugins:
-    """Import and register every plugin, then collect their environments.
+    """Import and register every plugin, then collect their environments and policies.
 
     ``extra`` maps names to plugin objects registered in-process (tests, notebooks); those are
     not visible to spawned workers, which only see built-ins and entry points.
@@ -145,7 +150,9 @@ def load_plugins(*, autoload: bool = True, extra: Mapping[str, Any] | None = Non
 
     envs = EnvRegistry()
     _collect_envs(pm, infos, envs)
-    return Plugins(pm=pm, infos=infos, envs=envs)
+    schedulers = SchedulerRegistry()
+    _collect_schedulers(pm, infos, schedulers)
+    return Plugins(pm=pm, infos=infos, envs=envs, schedulers=schedulers)
 
 
 def _check_pending(pm: pluggy.PluginManager, info: PluginInfo) -> None:
@@ -157,29 +164,38 @@ def _check_pending(pm: pluggy.PluginManager, info: PluginInfo) -> None:
         info.fail(f"unknown hook (not in mtrl.plugins.hookspecs): {e}")
 
 
+def _call_register_hook(hook: str, impl: Any, info: PluginInfo, registrar: Any, call: str) -> bool:
+    """Call one plugin's ``hook`` with ``registrar``; False (``info`` updated) on failure.
+
+    ``call`` names the registrar method the hook should have used, for the error message.
+    """
+    try:
+        result = impl.function(**{a: registrar for a in impl.argnames})
+    except PluginUnavailable as e:
+        info.status = "unavailable"
+        info.errors.append(str(e))
+        return False
+    except Exception as e:
+        info.fail(f"{hook} raised {_describe(e)}")
+        return False
+    if result is not None:
+        info.fail(
+            f"{hook} must call {call}(...) and return None, but returned {type(result).__name__}"
+        )
+        return False
+    for problem in registrar.problems:
+        info.fail(problem)
+    return True
+
+
 def _collect_envs(
     pm: pluggy.PluginManager, infos: dict[str, PluginInfo], envs: EnvRegistry
 ) -> None:
     for impl in pm.hook.mtrl_register_envs.get_hookimpls():
         info = infos[impl.plugin_name]
         registrar = EnvRegistrar(impl.plugin_name)
-        try:
-            result = impl.function(**{a: registrar for a in impl.argnames})
-        except PluginUnavailable as e:
-            info.status = "unavailable"
-            info.errors.append(str(e))
+        if not _call_register_hook("mtrl_register_envs", impl, info, registrar, "register.env"):
             continue
-        except Exception as e:
-            info.fail(f"mtrl_register_envs raised {_describe(e)}")
-            continue
-        if result is not None:
-            info.fail(
-                "mtrl_register_envs must call register.env(...) and return None, "
-                f"but returned {type(result).__name__}"
-            )
-            continue
-        for problem in registrar.problems:
-            info.fail(problem)
         for spec in registrar.specs:
             try:
                 envs.add(spec)
@@ -187,6 +203,27 @@ def _collect_envs(
                 info.fail(str(e))
                 continue
             info.envs.append(spec.id)
+
+
+def _collect_schedulers(
+    pm: pluggy.PluginManager, infos: dict[str, PluginInfo], schedulers: SchedulerRegistry
+) -> None:
+    # get_hookimpls() lists plugins in registration order: built-ins first, so they keep
+    # their names when a later plugin registers the same one.
+    for impl in pm.hook.mtrl_register_schedulers.get_hookimpls():
+        info = infos[impl.plugin_name]
+        registrar = SchedulerRegistrar(impl.plugin_name)
+        if not _call_register_hook(
+            "mtrl_register_schedulers", impl, info, registrar, "register.policy"
+        ):
+            continue
+        for spec in registrar.specs:
+            try:
+                schedulers.add(spec)
+            except Exception as e:
+                info.fail(str(e))
+                continue
+            info.schedulers.append(spec.name)
 
 
 _CACHED: Plugins | None = None

@@ -1,1 +1,24 @@
-"""Tracking: run directories and metric sinks (JSONL, console). Nothing of the training path."""
+"""Tracking: run directories, metric sinks (files, wandb, console), plots. Nothing of the
+training path is imported here.
+
+A *record* is a flat dict of numbers written every ``tracking.log_every_s``. Metric names
+follow CleanRL's namespaces so dashboards and tools recognise them:
+
+* ``charts/env_steps`` (the x-axis everywhere), ``charts/elapsed_s``, ``charts/sps``,
+  ``charts/updates``, ``charts/policy_lag``, ``charts/policy_lag_max``;
+* ``losses/total``, ``losses/policy``, ``losses/value``, ``losses/entropy``,
+  ``losses/grad_norm``;
+* per task ``<id>`` (its config name): ``task/<id>/return`` (mean of recent episodes,
+  unscaled), ``task/<id>/normalized_score``, ``task/<id>/episode_length``,
+  ``task/<id>/episodes``, ``task/<id>/env_steps``, ``task/<id>/faults``,
+  ``task/<id>/quarantined`` (0/1); ``popart/<id>/mu``, ``popart/<id>/sigma``;
+  ``scheduler/<id>/actors``.
+
+Sinks share the :class:`Sink` protocol (``write(record)``, ``close()``); :func:`make_sinks`
+builds all that a config asks for.
+"""
+
+from mtrl.tracking.factory import TrackerFactory, make_sinks
+from mtrl.tracking.sinks import JsonlSink, Sink, SinkGroup
+
+__all__ = ["JsonlSink", "Sink", "SinkGroup", "TrackerFactory", "make_sinks"]

@@ -1,44 +1,112 @@
-"""Metric sinks: JSON lines on disk and a console progress line."""
+"""The sink protocol, the JSON-lines metrics file, and a fan-out that isolates failing sinks."""
 
 from __future__ import annotations
 
 import json
-import sys
+import logging
+import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, runtime_checkable
+
+log = logging.getLogger("mtrl.tracking")
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where metric records go. A record maps metric names to numbers (see mtrl.tracking)."""
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Take one record; must not keep a reference that the caller may mutate later."""
+
+    def close(self) -> None:
+        """Flush and release resources; called once at the end of the run."""
+
+
+def jsonable(value: Any) -> Any:
+    """numpy / torch scalars → Python numbers, so every sink can serialise a record."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    raise TypeError(f"{type(value).__name__} is not a metric value")
 
 
 class JsonlSink:
-    """Appends one JSON object per record to ``metrics.jsonl``; flushed each write."""
+    """Appends one JSON object per record to ``metrics.jsonl``; flushed each write.
+
+    Non-finite floats are written as ``NaN``/``Infinity`` (Python's json and pandas read them).
+    Opening appends, so a resumed run continues the same file.
+    """
 
     def __init__(self, path: Path) -> None:
-        self._f = Path(path).open("a", encoding="utf-8")  # noqa: SIM115 - held open for the run
+        self.path = Path(path)
+        self._f = self.path.open("a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        self._f.write(json.dumps(record, allow_nan=True) + "\n")
+        self._f.write(json.dumps(record, allow_nan=True, default=jsonable) + "\n")
         self._f.flush()
 
     def close(self) -> None:
         self._f.close()
 
 
-class ConsoleSink:
-    """One readable line per record: steps, steps/s and each task's recent mean return."""
+class SinkGroup:
+    """Several sinks behind one :class:`Sink`; a sink that raises is reported once and dropped.
 
-    def __init__(self, task_names: list[str], stream: TextIO | None = None) -> None:
-        self.task_names = task_names
-        self.stream = stream or sys.stdout
+    Training must never stop because a tracker failed (a full disk, a broken plugin).
+    ``close`` runs in reverse order, so a console listed last stops its live display before
+    other sinks print their farewells.
+    """
+
+    def __init__(self, sinks: Iterable[Sink] = ()) -> None:
+        self.sinks: list[Sink] = list(sinks)
+
+    def __iter__(self) -> Iterator[Sink]:
+        return iter(self.sinks)
+
+    def __len__(self) -> int:
+        return len(self.sinks)
+
+    def add(self, sink: Sink) -> None:
+        self.sinks.append(sink)
 
     def write(self, record: dict[str, Any]) -> None:
-        parts = [
-            f"steps {record['charts/env_steps']:>9,}",
-            f"sps {record.get('charts/sps', 0):>7,.0f}",
-        ]
-        for name in self.task_names:
-            ret = record.get(f"task/{name}/return")
-            if ret is not None:
-                parts.append(f"{name.split('/')[-1]} {ret:8.1f}")
-        print(" | ".join(parts), file=self.stream, flush=True)
+        for sink in list(self.sinks):
+            try:
+                sink.write(record)
+            except Exception as e:
+                self.sinks.remove(sink)
+                log.warning("tracking: %s failed and is turned off: %s", _name(sink), _short(e))
 
     def close(self) -> None:
-        pass
+        for sink in reversed(self.sinks):
+            try:
+                sink.close()
+            except Exception as e:
+                log.warning("tracking: closing %s failed: %s", _name(sink), _short(e))
+        self.sinks = []
+
+
+def _name(sink: object) -> str:
+    return type(sink).__name__
+
+
+def _short(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A float, or None for missing / non-numeric / non-finite values (display helpers)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def __getattr__(name: str) -> Any:
+    # ConsoleSink moved to mtrl.tracking.console.PlainConsole; the old name keeps working.
+    if name == "ConsoleSink":
+        from mtrl.tracking.console import PlainConsole
+
+        return PlainConsole
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

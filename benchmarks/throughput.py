@@ -1,0 +1,236 @@
+"""Throughput against the limits of the pipeline's stages, measured side by side in one run.
+
+For each workload (a vector task and an image task) and the same envs and network:
+
+(a) raw env stepping alone (random actions), (c) batched inference alone (the inference model on
+real observation batches), (b) learner updates alone (the same unrolls replayed), and the
+end-to-end training rate in each actor mode. On this 2-core CPU the stages share the cores,
+so the limit is ``1 / (1/a + 1/b + 1/c)`` and the target is end-to-end ≥ 0.9 of it; where
+stages run on separate hardware the target is ≥ 0.75 · min(a, b, c).
+
+Usage: ``python benchmarks/throughput.py [--seconds 8] [--workloads cartpole minatar]
+[--modes serial process]``. Writes ``docs/results/throughput.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import functools
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, write_result  # noqa: E402
+
+from mtrl.actors.inference import InferenceModel  # noqa: E402
+from mtrl.actors.pool import SerialPool, TaskSetup  # noqa: E402
+from mtrl.actors.transfer import to_task_batch  # noqa: E402
+from mtrl.config import parse_config  # noqa: E402
+from mtrl.learner.distributions import env_actions  # noqa: E402
+from mtrl.learner.learner import Learner  # noqa: E402
+from mtrl.learner.model import MultiTaskModel, TaskSpaces  # noqa: E402
+from mtrl.plugins import get_plugins  # noqa: E402
+from mtrl.plugins.spaces import random_actions  # noqa: E402
+from mtrl.trainer import Trainer  # noqa: E402
+
+WORKLOADS = {
+    "cartpole": {"env": "gymnasium/CartPole-v1", "num_envs": 32, "actors": 2},
+    "minatar": {"env": "minatar/breakout", "num_envs": 32, "actors": 2},
+}
+UNROLL = 20
+
+
+def _config(w: dict[str, Any], mode: str, steps: int, run_dir: str) -> Any:
+    return parse_config(
+        f"""
+        name: bench
+        total_env_steps: {steps}
+        tasks:
+          - env: {w["env"]}
+            num_envs: {w["num_envs"]}
+        scheduler: {{num_actors: {w["actors"]}}}
+        actors: {{mode: {mode}}}
+        learner: {{unroll_length: {UNROLL}, batch_size: {w["num_envs"] * w["actors"]}}}
+        tracking: {{run_dir: {run_dir}, log_every_s: 1, console: quiet, wandb: {{mode: disabled}}}}
+        """
+    )
+
+
+def _timed(fn, seconds: float) -> tuple[int, float]:
+    """Call ``fn() -> units`` until ``seconds`` pass; return (units, elapsed)."""
+    fn()  # warm-up
+    units, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        units += fn()
+    return units, time.perf_counter() - t0
+
+
+def stage_env(w: dict[str, Any], seconds: float) -> float:
+    """(a) env steps/s of all the workload's copies, random actions, nothing else."""
+    spec = get_plugins().envs.get(w["env"])
+    n = w["num_envs"] * w["actors"]
+    env = spec.build(n, 0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    acts = [random_actions(env.single_action_space, n, rng) for _ in range(64)]
+    i = [0]
+
+    def step() -> int:
+        env.step(acts[i[0] % 64])
+        i[0] += 1
+        return n
+
+    try:
+        units, dt = _timed(step, seconds)
+    finally:
+        env.close()
+    return units / dt
+
+
+def _model_and_unrolls(cfg: Any) -> tuple[MultiTaskModel, Learner, list]:
+    spec = get_plugins().envs.get(cfg.tasks[0].env)
+    task = cfg.tasks[0]
+    setup = TaskSetup(
+        0,
+        task.key,
+        task.env,
+        task.num_envs,
+        0,
+        1.0,
+        spec.observation_space,
+        spec.action_space,
+    )
+    model = MultiTaskModel(
+        [TaskSpaces(spec.observation_space, spec.action_space)], cfg.learner.model
+    )
+    learner = Learner(model, cfg.learner, [task.key])
+    envs = [spec.build(task.num_envs, s) for s in range(cfg.scheduler.num_actors)]
+    pools = [SerialPool([setup], [e], UNROLL, InferenceModel(model, shared=True)) for e in envs]
+    unrolls = [ru for p in pools for ru in p.get()]
+    return model, learner, unrolls, pools
+
+
+def stage_inference(cfg: Any, model: MultiTaskModel, unrolls: list, seconds: float) -> float:
+    """(c) env steps/s that batched inference alone can serve (one forward per actor batch)."""
+    inf = InferenceModel(model)
+    rows = [u.buffer.obs[t] for u in unrolls for t in range(UNROLL)]
+    i = [0]
+
+    def act() -> int:
+        obs = rows[i[0] % len(rows)]
+        raw, _, _ = inf.act(0, obs)
+        env_actions(cfg_space[0], raw)
+        i[0] += 1
+        return len(obs)
+
+    cfg_space = [get_plugins().envs.get(cfg.tasks[0].env).action_space]
+    units, dt = _timed(act, seconds)
+    return units / dt
+
+
+def stage_learner(learner: Learner, unrolls: list, seconds: float) -> float:
+    """(b) env steps/s that learner updates alone consume (the same batch replayed)."""
+    batches = [to_task_batch(u.buffer, learner.device) for u in unrolls]
+    per_update = sum(b.num_samples for b in batches)
+
+    def update() -> int:
+        learner.update(batches)
+        return per_update
+
+    units, dt = _timed(update, seconds)
+    return units / dt
+
+
+def end_to_end(w: dict[str, Any], mode: str, seconds: float, warmup_s: float) -> dict[str, Any]:
+    """Training steps/s of ``mode`` after ``warmup_s`` (actor start-up excluded)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        # Size the run by a first guess of the rate, generous so it lasts past the warm-up.
+        cfg = _config(w, mode, 10**9, tmp)
+        trainer = Trainer(cfg, console=False)
+        deadline = [None]
+        orig_get = trainer.pool.get
+
+        def get(timeout: float = 1.0):  # stop after warm-up + seconds of training
+            out = orig_get(timeout)
+            if deadline[0] is None and trainer.env_steps > 0:
+                deadline[0] = time.perf_counter() + warmup_s + seconds
+            if deadline[0] is not None and time.perf_counter() > deadline[0]:
+                trainer.request_stop()
+            return out
+
+        trainer.pool.get = get
+        try:
+            trainer.run()
+        finally:
+            trainer.close()
+        records = [json.loads(x) for x in (trainer.run_dir / "metrics.jsonl").open()]
+    first_t = next(r["charts/elapsed_s"] for r in records if r["charts/env_steps"] > 0)
+    window = [r for r in records if r["charts/elapsed_s"] >= first_t + warmup_s]
+    a, b = window[0], window[-1]
+    sps = (b["charts/env_steps"] - a["charts/env_steps"]) / (
+        b["charts/elapsed_s"] - a["charts/elapsed_s"]
+    )
+    lag = [r.get("charts/policy_lag") for r in window if r.get("charts/policy_lag") is not None]
+    return {"sps": sps, "policy_lag_mean": float(np.mean(lag)) if lag else None}
+
+
+def run(workloads: list[str], modes: list[str], seconds: float) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    out: dict[str, Any] = {"machine": machine(), "seconds_per_stage": seconds, "workloads": {}}
+    for name in workloads:
+        w = WORKLOADS[name]
+        cfg = _config(w, "serial", 1, "/tmp")
+        model, learner, unrolls, pools = _model_and_unrolls(cfg)
+        res: dict[str, Any] = {"settings": {**w, "unroll_length": UNROLL}}
+        res["a_env_sps"] = stage_env(w, seconds)
+        res["c_inference_sps"] = stage_inference(cfg, model, unrolls, seconds)
+        res["b_learner_sps"] = stage_learner(learner, unrolls, seconds)
+        for p in pools:
+            p.close()
+        a, b, c = res["a_env_sps"], res["b_learner_sps"], res["c_inference_sps"]
+        res["limit_shared_cores_sps"] = 1 / (1 / a + 1 / b + 1 / c)
+        res["limit_separate_hw_sps"] = min(a, b, c)
+        for mode in modes:
+            e2e = end_to_end(w, mode, seconds * 2, warmup_s=3.0)
+            e2e["vs_shared_limit"] = e2e["sps"] / res["limit_shared_cores_sps"]
+            res[f"end_to_end_{mode}"] = e2e
+        out["workloads"][name] = res
+        _print(name, res, modes)
+    return out
+
+
+def _print(name: str, r: dict[str, Any], modes: list[str]) -> None:
+    print = functools.partial(builtins.print, flush=True)  # noqa: A001
+    print(f"\n== {name}: {r['settings']}")
+    print(f"(a) env stepping     {r['a_env_sps']:>12,.0f} steps/s")
+    print(f"(c) inference        {r['c_inference_sps']:>12,.0f} steps/s")
+    print(f"(b) learner          {r['b_learner_sps']:>12,.0f} steps/s")
+    print(f"limit 1/(1/a+1/b+1/c){r['limit_shared_cores_sps']:>12,.0f} steps/s")
+    for mode in modes:
+        e = r[f"end_to_end_{mode}"]
+        print(
+            f"end-to-end {mode:<9} {e['sps']:>12,.0f} steps/s  = {e['vs_shared_limit']:.2f} x limit"
+            f"  (policy lag {e['policy_lag_mean']})"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    ap.add_argument("--modes", nargs="+", default=["serial", "process"])
+    args = ap.parse_args()
+    out = run(args.workloads, args.modes, args.seconds)
+    print(f"\nwritten to {write_result('throughput', out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""``mtrl report``: PNG figures from the ``metrics.jsonl`` of one or several run directories.
+
+Figures (each written only when some run has the metrics it shows): per-task return and
+normalised score against env steps and against wall time, throughput over time, actors per
+task over time, policy lag, PopArt σ per task and the losses. Several runs are overlaid, one
+colour per run, with a shared legend, for comparing seeds or settings.
+
+A resumed run appends to its ``metrics.jsonl`` from the checkpoint's step, so records logged
+after that checkpoint but before the crash appear twice; :func:`load_run` keeps the
+continuation and drops the abandoned stretch, so curves go on where they stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from mtrl.errors import UserError
+
+STEPS = "charts/env_steps"
+ELAPSED = "charts/elapsed_s"
+LOSSES = ("losses/total", "losses/policy", "losses/value", "losses/entropy", "losses/grad_norm")
+
+
+@dataclass
+class RunData:
+    """The records of one run, in order, and its task names."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    tasks: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.path.name
+
+    def series(self, key: str, x: str = STEPS) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) of the records that have a finite ``key`` and ``x``."""
+        xs, ys = [], []
+        for r in self.records:
+            a, b = r.get(x), r.get(key)
+            if _finite(a) and _finite(b):
+                xs.append(float(a))
+                ys.append(float(b))
+        return np.asarray(xs), np.asarray(ys)
+
+    def has(self, key: str) -> bool:
+        return any(_finite(r.get(key)) for r in self.records)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _drop_abandoned(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """After a resume, env steps go back: drop the earlier records at or past that point."""
+    out: list[dict[str, Any]] = []
+    for r in records:
+        steps = r.get(STEPS)
+        if _finite(steps):
+            while out and _finite(out[-1].get(STEPS)) and out[-1][STEPS] >= steps:
+                out.pop()
+        out.append(r)
+    return out
+
+
+def _task_names(run_dir: Path, records: list[dict[str, Any]]) -> list[str]:
+    """Task names from config.yaml in config order, then any others the metrics mention."""
+    names: list[str] = []
+    cfg_path = run_dir / "config.yaml"
+    if cfg_path.is_file():
+        try:
+            cfg = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+            for t in cfg.get("tasks", []):
+                names.append(t.get("name") or t["env"])
+        except (yaml.YAMLError, AttributeError, KeyError, TypeError):
+            warnings.warn(f"{cfg_path}: unreadable; task names come from the metrics", stacklevel=2)
+    for r in records:
+        for key in r:
+            for prefix in ("task/", "popart/", "scheduler/"):
+                if key.startswith(prefix) and key.count("/") >= 2:
+                    name = key[len(prefix) : key.rindex("/")]
+                    if name not in names:
+                        names.append(name)
+    return names
+
+
+def load_run(run_dir: Path | str) -> RunData:
+    """Read a run directory's metrics (a truncated last line, from a crash, is skipped)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run directory")
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        raise UserError(f"{run_dir}: no metrics.jsonl here; is it a run directory?")
+    records, bad = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(rec, dict):
+            records.append(rec)
+    if bad:
+        warnings.warn(f"{path}: skipped {bad} unreadable line(s)", stacklevel=2)
+    records = _drop_abandoned(records)
+    return RunData(run_dir, records, _task_names(run_dir, records))
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
+def _time_axis(runs: Sequence[RunData]) -> tuple[float, str]:
+    """Divisor and label so wall-time axes read in s, min or h."""
+    longest = max(
+        (float(run.series(ELAPSED, ELAPSED)[0].max(initial=0)) for run in runs), default=0
+    )
+    if longest > 2 * 3600:
+        return 3600.0, "wall time (h)"
+    if longest > 120:
+        return 60.0, "wall time (min)"
+    return 1.0, "wall time (s)"
+
+
+class _Figures:
+    """Draws into ``out``; one colour per run, consistent across figures."""
+
+    def __init__(self, runs: Sequence[RunData], out: Path) -> None:
+        try:
+            import matplotlib
+        except ImportError:
+            raise UserError("mtrl report needs matplotlib: pip install matplotlib") from None
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+        from matplotlib import ticker
+
+        self.plt, self.ticker, self.eng = plt, ticker, ticker.EngFormatter(sep="")
+        self.runs, self.out = list(runs), out
+        cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        self.colour = {id(r): cycle[i % len(cycle)] for i, r in enumerate(self.runs)}
+        self.time_div, self.time_label = _time_axis(self.runs)
+        self.tasks: list[str] = []
+        for run in self.runs:
+            self.tasks += [t for t in run.tasks if t not in self.tasks]
+        self.written: list[Path] = []
+
+    def _x(self, x: np.ndarray, key: str) -> np.ndarray:
+        return x / self.time_div if key == ELAPSED else x
+
+    def _finish(self, fig: Any, axes: Sequence[Any], name: str, title: str) -> None:
+        handles = [
+            self.plt.Line2D([], [], color=self.colour[id(r)], label=r.label) for r in self.runs
+        ]
+        for ax in axes:
+            ax.grid(True, alpha=0.3)
+        fig.suptitle(title if len(self.runs) > 1 else f"{title} — {self.runs[0].label}")
+        if len(self.runs) > 1:
+            fig.legend(
+                handles=handles,
+                loc="lower center",
+                ncol=min(len(handles), 3),
+                fontsize="small",
+                frameon=False,
+            )
+            legend_in = 0.3 * math.ceil(len(handles) / 3) + 0.1  # inches under the panels
+            fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
+        else:
+            fig.tight_layout()
+        path = self.out / name
+        fig.savefig(path, dpi=110)
+        self.plt.close(fig)
+        self.written.append(path)
+
+    def _grid(self, n: int) -> tuple[Any, list[Any]]:
+        cols = min(3, n)
+        rows = math.ceil(n / cols)
+        fig, axs = self.plt.subplots(
+            rows, cols, figsize=(5.2 * cols, 3.6 * rows + 0.6), squeeze=False
+        )
+        flat = list(axs.flat)
+        for ax in flat[n:]:
+            ax.set_visible(False)
+        return fig, flat[:n]
+
+    def _log_y(self, ax: Any) -> None:
+        """Log scale with plain tick labels, only when the data spans a wide range."""
+        lo, hi = ax.dataLim.y0, ax.dataLim.y1
+        if lo > 0 and hi / lo > 20:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(self.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(self.ticker.NullFormatter())
+
+    def _xlabel(self, ax: Any, x_key: str) -> None:
+        if x_key == ELAPSED:
+            ax.set_xlabel(self.time_label)
+        else:
+            ax.set_xlabel("env steps")
+            ax.xaxis.set_major_formatter(self.eng)
+
+    def draw(self, spec: Figure) -> None:
+        """Draw ``spec`` if any run has its metrics; skip it silently otherwise."""
+        if spec.per_task is not None:
+            panels = [(t, spec.per_task.format(task=t)) for t in self.tasks]
+        else:
+            panels = [(k, k) for k in spec.keys]
+        panels = [(t, k) for t, k in panels if any(r.has(k) for r in self.runs)]
+        if not panels:
+            return
+        fig, axes = self._grid(len(panels))
+        for ax, (panel_title, key) in zip(axes, panels, strict=True):
+            for run in self.runs:
+                x, y = run.series(key, spec.x)
+                if len(x):
+                    ax.plot(
+                        self._x(x, spec.x),
+                        y,
+                        color=self.colour[id(run)],
+                        drawstyle="steps-post" if spec.steps else "default",
+                        marker="." if len(x) < 30 else None,
+                    )
+            ax.set_title(panel_title, fontsize="medium")
+            ax.set_ylabel(spec.ylabel)
+            if spec.log_y:
+                self._log_y(ax)
+            if spec.steps:  # counts: whole numbers from zero
+                ax.yaxis.set_major_locator(self.ticker.MaxNLocator(integer=True))
+                ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1) + 0.5)
+            self._xlabel(ax, spec.x)
+        self._finish(fig, axes, spec.name, spec.title)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One PNG: a panel per task (``per_task`` names the metric with ``{task}``) or a panel per
+    global metric in ``keys``."""
+
+    name: str
+    title: str
+    x: str
+    per_task: str | None = None
+    keys: tuple[str, ...] = ()
+    ylabel: str = ""
+    log_y: bool = False
+    steps: bool = False  # draw as a step function (counts that change at decisions)
+
+
+NORMALISED = "Normalised score (random = 0, reference = 1)"
+
+#: Every figure ``mtrl report`` can write, in order.
+FIGURES: tuple[Figure, ...] = (
+    Figure("return_vs_steps.png", "Episode return", STEPS, "task/{task}/return", ylabel="return"),
+    Figure("return_vs_time.png", "Episode return", ELAPSED, "task/{task}/return", ylabel="return"),
+    Figure("normalized_score_vs_steps.png", NORMALISED, STEPS, "task/{task}/normalized_score"),
+    Figure("normalized_score_vs_time.png", NORMALISED, ELAPSED, "task/{task}/normalized_score"),
+    Figure("throughput.png", "Throughput (env steps / s)", ELAPSED, keys=("charts/sps",)),
+    Figure(
+        "actors.png", "Actors per task", ELAPSED, "scheduler/{task}/actors", "actors", steps=True
+    ),
+    Figure(
+        "policy_lag.png",
+        "Policy lag (learner versions behind the acting policy)",
+        STEPS,
+        keys=("charts/policy_lag", "charts/policy_lag_max"),
+    ),
+    Figure("popart_sigma.png", "PopArt scale σ", STEPS, "popart/{task}/sigma", "σ", log_y=True),
+    Figure("losses.png", "Losses", STEPS, keys=LOSSES),
+)
+
+
+def default_out(run_dirs: Sequence[Path | str]) -> Path:
+    """``RUN_DIR/plots`` for one run; ``./report`` for several."""
+    return Path(run_dirs[0]) / "plots" if len(run_dirs) == 1 else Path("report")
+
+
+def write_report(run_dirs: Sequence[Path | str], out: Path | str | None = None) -> list[Path]:
+    """Write the figures for ``run_dirs`` into ``out``; returns the PNG paths written."""
+    if not run_dirs:
+        raise UserError("give at least one run directory")
+    runs = [load_run(d) for d in run_dirs]
+    empty = [str(r.path) for r in runs if not r.records]
+    if len(empty) == len(runs):
+        raise UserError(f"no metrics recorded yet in {', '.join(empty)}")
+    out = Path(out) if out is not None else default_out(run_dirs)
+    figures = _Figures([r for r in runs if r.records], out)
+    out.mkdir(parents=True, exist_ok=True)
+    for spec in FIGURES:
+        figures.draw(spec)
+    return figures.written

@@ -1,0 +1,135 @@
+"""`mtrl eval` on a checkpoint of a real (short) CartPole training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mtrl.checkpoint import list_checkpoints, save_checkpoint
+from mtrl.cli import main
+from mtrl.config import parse_config
+from mtrl.evaluate import evaluate, load_for_eval, run_episodes
+from mtrl.plugins import get_plugins
+from mtrl.trainer import Trainer
+
+CARTPOLE = "gymnasium/CartPole-v1"
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory whose checkpoint holds a CartPole policy trained for 80k steps (~10 s)."""
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = parse_config(
+        f"""
+        name: evaltest
+        total_env_steps: 80000
+        tasks:
+          - env: {CARTPOLE}
+            num_envs: 16
+        actors: {{mode: serial}}
+        learner: {{batch_size: 16, model: {{encoder_dim: 64, torso: [64, 64]}}}}
+        tracking: {{wandb: {{mode: disabled}}}}
+        """
+    )
+    trainer = Trainer(cfg, write_run_dir=False, console=False)
+    try:
+        trainer.run()
+    finally:
+        trainer.close()
+    state = {
+        "config": cfg.model_dump(mode="json"),
+        "learner": trainer.learner.state_dict(),
+        "env_steps": trainer.env_steps,
+    }
+    save_checkpoint(run_dir, state, trainer.env_steps, keep_last=2)
+    return run_dir
+
+
+def _random_mean_return(episodes: int) -> float:
+    env = get_plugins().envs.get(CARTPOLE).build(8, seed=1_000_000)
+    rng = np.random.default_rng(0)
+
+    def policy(task: int, obs: np.ndarray) -> tuple[None, np.ndarray, None]:
+        return None, rng.integers(0, 2, size=len(obs)), None
+
+    try:
+        returns, _ = run_episodes(env, policy, 0, episodes, 10_000)
+    finally:
+        env.close()
+    return float(np.mean(returns))
+
+
+def test_trained_cartpole_policy_beats_random(trained_run: Path) -> None:
+    results = evaluate(load_for_eval(trained_run), episodes=16)
+    assert [r.mode for r in results] == ["greedy", "stochastic"]
+    random_mean = _random_mean_return(16)  # ≈ 22
+    for r in results:
+        assert r.task == CARTPOLE and r.episodes == 16 and len(r.returns) == 16
+        assert r.mean_return > 3 * random_mean, (r.mode, r.mean_return, random_mean)
+        assert r.normalized_score is not None and r.normalized_score > 0.1
+        assert r.std_return == pytest.approx(np.std(r.returns))
+
+
+def test_episode_counting_skips_reset_steps_and_fills_quotas() -> None:
+    """CartPole pays 1 per step, so return == length unless a reset step were counted."""
+    env = get_plugins().envs.get(CARTPOLE).build(4, seed=3)
+
+    def always_left(task: int, obs: np.ndarray) -> tuple[None, np.ndarray, None]:
+        return None, np.zeros(len(obs), np.int64), None
+
+    try:
+        returns, lengths = run_episodes(env, always_left, 0, 10, 10_000)
+    finally:
+        env.close()
+    assert len(returns) == 10  # quotas 3, 3, 2, 2 over the four copies
+    assert returns == [float(n) for n in lengths]
+    assert all(5 <= n <= 20 for n in lengths)  # pushing one way falls over fast
+
+
+def test_cli_eval_json_parses(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (ckpt,) = list_checkpoints(trained_run)
+    args = ["eval", str(ckpt), "--greedy", "--episodes", "3", "--json", "--tasks", CARTPOLE]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["checkpoint"] == str(ckpt) and doc["env_steps"] >= 80000
+    (row,) = doc["results"]
+    assert row["task"] == CARTPOLE and row["mode"] == "greedy" and row["episodes"] == 3
+    assert set(row) >= {"mean_return", "std_return", "normalized_score", "mean_length"}
+
+
+def test_cli_eval_table(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(trained_run), "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert CARTPOLE in out and "greedy" in out and "stochastic" in out and "±" in out
+
+
+def test_cli_eval_user_errors_exit_2(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(tmp_path / "nope")]) == 2
+    assert "nope: no such run directory or checkpoint file" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path)]) == 2
+    assert "no checkpoints" in capsys.readouterr().err
+    assert main(["eval", str(trained_run), "--tasks", "gymnasium/CartPol-v1"]) == 2
+    err = capsys.readouterr().err
+    assert "no task named 'gymnasium/CartPol-v1'" in err and f"did you mean '{CARTPOLE}'" in err
+    assert main(["eval", str(trained_run), "--episodes", "0"]) == 2
+    assert "--episodes must be at least 1" in capsys.readouterr().err
+
+
+def test_cli_eval_falls_back_past_a_corrupt_checkpoint(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (good,) = list_checkpoints(trained_run)
+    (run / "checkpoints" / good.name).write_bytes(good.read_bytes())
+    newer = run / "checkpoints" / "ckpt_999999999999.pt"
+    newer.write_bytes(good.read_bytes()[:1000])  # a checkpoint cut short by a crash
+    assert main(["eval", str(run), "--greedy", "--episodes", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: skipping" in captured.err and "ckpt_999999999999.pt" in captured.err
+    assert json.loads(captured.out)["checkpoint"].endswith(good.name)
