@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,7 +106,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = False
     for path in args.configs:
         try:
-            cfg = load_config(path, env_ids=ids)
+            cfg = load_config(path, env_ids=ids, scheduler_policies=plugins.schedulers.names())
             if args.check_envs:
                 _check_envs(cfg, plugins, path)
         except UserError as e:
@@ -132,26 +133,57 @@ def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Train one agent on every task of CONFIG; prints progress and a final per-task table."""
+    """Train one agent on every task of CONFIG (or continue RUN_DIR with --resume); prints
+    progress and a final per-task table. Ctrl-C or SIGTERM stops cleanly with a checkpoint."""
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
     from mtrl.trainer import Trainer
 
     plugins = get_plugins()
-    cfg = load_config(args.config, env_ids=plugins.envs.ids())
-    overrides: dict[str, Any] = {}
-    if args.total_env_steps is not None:
-        overrides["total_env_steps"] = args.total_env_steps
-    if args.seed is not None:
-        overrides["seed"] = args.seed
-    if overrides:
-        cfg = cfg.model_validate({**cfg.model_dump(), **overrides})
-    trainer = Trainer(cfg, plugins)
+    if args.resume:
+        if args.config or args.seed is not None:
+            raise UserError("--resume RUN_DIR continues a run as configured: drop CONFIG/--seed")
+        run_dir = Path(args.resume)
+        if not run_dir.is_dir():
+            raise UserError(f"{run_dir}: no such run directory")
+        trainer = Trainer.resume(run_dir, plugins, total_env_steps=args.total_env_steps)
+    else:
+        if not args.config:
+            raise UserError("give a CONFIG to train, or --resume RUN_DIR")
+        cfg = load_config(
+            args.config,
+            env_ids=plugins.envs.ids(),
+            scheduler_policies=plugins.schedulers.names(),
+        )
+        overrides: dict[str, Any] = {}
+        if args.total_env_steps is not None:
+            overrides["total_env_steps"] = args.total_env_steps
+        if args.seed is not None:
+            overrides["seed"] = args.seed
+        if overrides:
+            cfg = cfg.model_validate({**cfg.model_dump(), **overrides})
+        trainer = Trainer(cfg, plugins)
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if received:  # a second signal: stop now
+            raise KeyboardInterrupt
+        received.append(signum)
+        print(f"\n{signal.Signals(signum).name}: stopping after this round (again to abort)")
+        trainer.request_stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = trainer.run()
     finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         trainer.close()
     _print_results(result)
+    if received:
+        if result.run_dir is not None:
+            print(f"checkpoint written; continue with: mtrl train --resume {result.run_dir}")
+        return 128 + received[0]
     return 0
 
 
@@ -294,7 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "train", help="train one agent on all tasks of a config", description=cmd_train.__doc__
     )
-    p.add_argument("config", metavar="CONFIG", help="YAML experiment config")
+    p.add_argument("config", metavar="CONFIG", nargs="?", help="YAML experiment config")
+    p.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue this run from its newest good checkpoint"
+    )
     p.add_argument("--total-env-steps", type=int, help="override total_env_steps")
     p.add_argument("--seed", type=int, help="override the run seed")
     p.set_defaults(func=cmd_train)

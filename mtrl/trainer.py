@@ -1,8 +1,10 @@
-"""The trainer: wiring of config → plugins → actor pool → learner → tracking.
+"""The trainer: wiring of config → plugins → scheduler → actor pool → learner → tracking.
 
 The loop is the same in every actor mode (see :mod:`mtrl.actors.pool`): take the unrolls that
 are ready, and once they hold ``learner.batch_size`` env columns run one update over the mixed
-batch, give the unroll slots back and publish the new weights with their version.
+batch, give the unroll slots back and publish the new weights with their version. On a timer
+the scheduler re-decides actors per task, metrics go to the trackers and a checkpoint is
+written; :meth:`Trainer.resume` continues a run from its newest good checkpoint.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import FaultPolicy, ParallelPool, SerialPool, TaskSetup
 from mtrl.actors.server import ReadyUnroll
 from mtrl.actors.transfer import to_task_batch
+from mtrl.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.errors import EnvKwargsError, UserError
 from mtrl.learner.learner import Learner, resolve_device
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
+from mtrl.scheduler import Rebalancer
+from mtrl.tracking.factory import make_sinks
 from mtrl.tracking.run_dir import create_run_dir
-from mtrl.tracking.sinks import ConsoleSink, JsonlSink
 
 RECENT_EPISODES = 20
 
@@ -79,20 +83,6 @@ def _build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int) -> B
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
 
 
-def initial_actors(cfg: ExperimentConfig) -> list[int]:
-    """Actors per task at start: ``scheduler.num_actors`` split by task weight (largest
-    remainder), at least ``max(1, min_actors_per_task)`` each."""
-    sc, weights = cfg.scheduler, np.array([t.weight for t in cfg.tasks], float)
-    floor = max(1, sc.min_actors_per_task)
-    total = max(sc.num_actors, floor * len(weights))
-    extra = total - floor * len(weights)
-    share = weights / weights.sum() * extra
-    counts = np.floor(share).astype(int)
-    for i in np.argsort(-(share - counts), kind="stable")[: extra - counts.sum()]:
-        counts[i] += 1
-    return (counts + floor).tolist()
-
-
 class Trainer:
     """Builds everything a config names and trains until ``total_env_steps``."""
 
@@ -103,7 +93,11 @@ class Trainer:
         *,
         write_run_dir: bool = True,
         console: bool = True,
+        run_dir: Path | None = None,
+        seed_offset: int = 0,
     ) -> None:
+        """``run_dir`` reuses an existing run directory (resume); ``seed_offset`` shifts the
+        env seeds so a resumed run does not replay the trajectories it already learned from."""
         self.cfg = cfg
         plugins = plugins or get_plugins()
         self.specs: list[EnvSpec] = [plugins.envs.get(t.env) for t in cfg.tasks]
@@ -113,7 +107,8 @@ class Trainer:
         np.random.seed(cfg.seed)
         device = resolve_device(cfg.learner.device)
         self.pool: Any = None
-        self.sinks: list[Any] = []
+        self.tracker: Any = None
+        self.rebalancer = Rebalancer(cfg, plugins)
         serial = cfg.actors.mode == "serial"
         envs: list[BatchEnv] = []
         try:
@@ -126,7 +121,7 @@ class Trainer:
                         name=task.key,
                         env_id=task.env,
                         num_envs=task.num_envs,
-                        seed=cfg.task_seed(i),
+                        seed=cfg.task_seed(i) + seed_offset,
                         reward_scale=task.reward_scale,
                         observation_space=obs_space,
                         action_space=act_space,
@@ -153,7 +148,7 @@ class Trainer:
                         max_restarts=sc.max_restarts, step_timeout_s=sc.step_timeout_s
                     ),
                 )
-                self.pool.set_actors(initial_actors(cfg))
+                self.pool.set_actors(self.rebalancer.initial().counts)
         except BaseException:
             for env in envs:
                 env.close()
@@ -161,14 +156,17 @@ class Trainer:
             raise
         self.progress = [TaskProgress() for _ in cfg.tasks]
         self._stop = False
-        self.run_dir: Path | None = None
-        if write_run_dir:
+        self.updates = 0
+        self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
+        self._last_arrival: dict[int, float] = {}
+        self.run_dir: Path | None = run_dir
+        if run_dir is None and write_run_dir:
             self.run_dir = create_run_dir(
                 cfg.tracking.run_dir, cfg.name, cfg.seed, cfg.model_dump(mode="json")
             )
-            self.sinks.append(JsonlSink(self.run_dir / "metrics.jsonl"))
-        if console and cfg.tracking.console != "quiet":
-            self.sinks.append(ConsoleSink(self.names))
+        self.tracker = make_sinks(
+            cfg, self.run_dir, self.names, console=None if console else "quiet"
+        )
 
     def _spaces(
         self, spec: EnvSpec, i: int, keep: list[BatchEnv] | None
@@ -193,9 +191,9 @@ class Trainer:
         return sum(p.env_steps for p in self.progress)
 
     def run(self) -> TrainResult:
-        cfg = self.cfg
-        start = last_log = time.perf_counter()
-        steps_at_log, updates = 0, 0
+        cfg, ck = self.cfg, self.cfg.checkpoint
+        start = last_log = last_ckpt_t = time.perf_counter()
+        steps_at_log = last_ckpt_steps = self.env_steps
         pending: list[ReadyUnroll] = []
         columns = 0
         metrics: dict[str, float] = {}
@@ -209,19 +207,31 @@ class Trainer:
             if columns >= cfg.learner.batch_size:
                 metrics = self._learn(pending)
                 pending, columns = [], 0
-                updates += 1
             if cfg.stop_at_target and self._targets_reached():
                 break
+            self._rebalance()
             now = time.perf_counter()
             if now - last_log >= cfg.tracking.log_every_s:
                 sps = (self.env_steps - steps_at_log) / (now - last_log)
-                self._log(metrics, sps, updates, now - start)
+                self._log(metrics, sps, now - start)
                 last_log, steps_at_log = now, self.env_steps
+            if (
+                self.run_dir is not None
+                and ck.enabled
+                and (
+                    (ck.every_env_steps and self.env_steps - last_ckpt_steps >= ck.every_env_steps)
+                    or (ck.every_s and now - last_ckpt_t >= ck.every_s)
+                )
+            ):
+                self.save_checkpoint(now - start)
+                last_ckpt_t, last_ckpt_steps = now, self.env_steps
         for ru in pending:
             self.pool.release(ru)
         seconds = time.perf_counter() - start
-        self._log(metrics, self.env_steps / max(seconds, 1e-9), updates, seconds)
-        return TrainResult(self.run_dir, self.env_steps, updates, seconds, self.results())
+        self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
+        if self.run_dir is not None and ck.enabled:
+            self.save_checkpoint(seconds)
+        return TrainResult(self.run_dir, self.env_steps, self.updates, seconds, self.results())
 
     def request_stop(self) -> None:
         """Finish the current round and return from :meth:`run` (signal handlers, benchmarks)."""
@@ -229,6 +239,14 @@ class Trainer:
 
     def _accept(self, ru: ReadyUnroll) -> None:
         p, info = self.progress[ru.task], ru.info
+        now = time.monotonic()
+        # Seconds since this actor's previous hand-over: waits for free slots included.
+        last = self._last_arrival.get(ru.actor_id)
+        self._last_arrival[ru.actor_id] = now
+        seconds = now - last if last is not None else info.wall_seconds
+        step_s = info.env_seconds / max(ru.buffer.length, 1)
+        self.rebalancer.observe_unroll(ru.task, info.env_steps, seconds, step_s)
+        self.rebalancer.observe_episodes(ru.task, info.episode_returns)
         p.env_steps += info.env_steps
         p.env_seconds += info.env_seconds
         p.episodes += len(info.episode_returns)
@@ -244,8 +262,10 @@ class Trainer:
             for ru in pending:
                 self.pool.release(ru)
         metrics = self.learner.update(batches)
+        self.updates += 1
         for b in batches:
             self.progress[b.task].samples += b.num_samples
+            self.rebalancer.observe_delivered(b.task, b.num_samples)
         if not copied:
             for ru in pending:
                 self.pool.release(ru)
@@ -257,12 +277,34 @@ class Trainer:
         for ev in self.pool.events():
             name = self.names[ev.task]
             print(f"actor {ev.actor_id} of task {name!r} failed ({ev.kind}): {ev.text}")
+            self.rebalancer.observe_failure(ev.task)
         faults = self.pool.faults
+        for i, f in enumerate(faults):
+            if f.quarantined:
+                self.rebalancer.quarantine(i)
         if all(f.quarantined for f in faults):
             raise UserError(
                 "every task is quarantined after repeated actor failures: "
                 + "; ".join(f"{n}: {f.last_error}" for n, f in zip(self.names, faults, strict=True))
             )
+
+    def _rebalance(self) -> None:
+        """Apply the scheduler's decision when one is due (parallel pools only)."""
+        if not hasattr(self.pool, "set_actors"):
+            return
+        current = self.pool.actors_per_task()
+        decision = self.rebalancer.decide(current)
+        if decision is None or not decision.changed:
+            return
+        moves = [
+            f"{n}: {a} -> {b} ({why})"
+            for n, a, b, why in zip(
+                self.names, current, decision.counts, decision.reasons, strict=True
+            )
+            if a != b
+        ]
+        print("scheduler: " + "; ".join(moves))
+        self.pool.set_actors(decision.counts)
 
     def _targets_reached(self) -> bool:
         targeted = [(i, r) for i, r in enumerate(self.results()) if r.target_score is not None]
@@ -286,12 +328,12 @@ class Trainer:
             )
         return out
 
-    def _log(self, metrics: dict[str, float], sps: float, updates: int, elapsed: float) -> None:
+    def _log(self, metrics: dict[str, float], sps: float, elapsed: float) -> None:
         record: dict[str, Any] = {
             "charts/env_steps": self.env_steps,
             "charts/sps": sps,
-            "charts/updates": updates,
-            "charts/elapsed_s": elapsed,
+            "charts/updates": self.updates,
+            "charts/elapsed_s": self.elapsed_before + elapsed,
             **metrics,
         }
         actors = self.pool.actors_per_task()
@@ -300,6 +342,7 @@ class Trainer:
             record[f"task/{r.name}/env_steps"] = r.env_steps
             record[f"task/{r.name}/episodes"] = r.episodes
             record[f"task/{r.name}/faults"] = f.faults
+            record[f"task/{r.name}/quarantined"] = int(f.quarantined)
             record[f"scheduler/{r.name}/actors"] = actors[i]
             if p.env_seconds > 0:
                 record[f"task/{r.name}/env_sps"] = p.env_steps / p.env_seconds
@@ -308,13 +351,95 @@ class Trainer:
                 record[f"task/{r.name}/episode_length"] = float(np.mean(p.lengths))
             if r.normalized_score is not None:
                 record[f"task/{r.name}/normalized_score"] = r.normalized_score
-        for sink in self.sinks:
-            sink.write(record)
+        self.tracker.write(record)
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def state_dict(self, elapsed: float) -> dict[str, Any]:
+        """Everything a resumed run needs, as plain data (loads with ``weights_only``)."""
+        return {
+            "config": self.cfg.model_dump(mode="json"),
+            "learner": self.learner.state_dict(),
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "elapsed_s": self.elapsed_before + elapsed,
+            "tasks": [
+                {
+                    "env_steps": p.env_steps,
+                    "episodes": p.episodes,
+                    "returns": list(p.returns),
+                    "lengths": list(p.lengths),
+                    "env_seconds": p.env_seconds,
+                    "samples": p.samples,
+                }
+                for p in self.progress
+            ],
+            "actors": self.pool.actors_per_task(),
+            "rng": capture_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s output (the pool's weights are republished)."""
+        self.learner.load_state_dict(state["learner"])
+        self.pool.publish(self.model, self.learner.version)
+        self.updates = int(state["updates"])
+        self.elapsed_before = float(state["elapsed_s"])
+        for p, t in zip(self.progress, state["tasks"], strict=True):
+            p.env_steps, p.episodes = int(t["env_steps"]), int(t["episodes"])
+            p.returns.extend(t["returns"])
+            p.lengths.extend(t["lengths"])
+            p.env_seconds, p.samples = float(t["env_seconds"]), int(t["samples"])
+        if hasattr(self.pool, "set_actors") and state.get("actors"):
+            self.pool.set_actors(list(state["actors"]))
+        restore_rng_state(state["rng"])
+
+    def save_checkpoint(self, elapsed: float) -> Path:
+        assert self.run_dir is not None
+        return save_checkpoint(
+            self.run_dir, self.state_dict(elapsed), self.env_steps, self.cfg.checkpoint.keep_last
+        )
+
+    @classmethod
+    def resume(
+        cls,
+        run_dir: Path,
+        plugins: Plugins | None = None,
+        *,
+        console: bool = True,
+        total_env_steps: int | None = None,
+    ) -> Trainer:
+        """A trainer that continues ``run_dir`` from its newest loadable checkpoint."""
+        import yaml
+
+        from mtrl.checkpoint import load_latest
+        from mtrl.config import parse_config
+
+        plugins = plugins or get_plugins()
+        state, path = load_latest(run_dir)
+        data = dict(state["config"])
+        if total_env_steps is not None:
+            data["total_env_steps"] = total_env_steps
+        cfg = parse_config(
+            yaml.safe_dump(data, sort_keys=False),
+            f"{path} (config)",
+            env_ids=plugins.envs.ids(),
+            scheduler_policies=plugins.schedulers.names(),
+        )
+        # New env seeds: the envs' internal state is not in the checkpoint, so the resumed run
+        # starts fresh episodes rather than replaying the first session's.
+        offset = 1_000_003 * (int(state["updates"]) + 1)
+        trainer = cls(cfg, plugins, console=console, run_dir=Path(run_dir), seed_offset=offset)
+        try:
+            trainer.load_state_dict(state)
+        except BaseException:
+            trainer.close()
+            raise
+        print(f"resumed {run_dir} from {path.name} at {trainer.env_steps:,} env steps")
+        return trainer
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-        for s in self.sinks:
-            s.close()
-        self.sinks = []
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None

@@ -34,6 +34,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "envpool": "mtrl.plugins.builtin.envpool_envs",
     "pettingzoo": "mtrl.plugins.builtin.pettingzoo_envs",
     "scheduler": "mtrl.scheduler.builtin",
+    "tensor": "mtrl.plugins.builtin.tensor_envs",
 }
 ENV_DISABLE_AUTOLOAD = "MTRL_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ONLY = "MTRL_PLUGINS"

@@ -63,6 +63,7 @@ that breaks this raises :class:`mtrl.errors.PluginError` naming it (keep the las
 """
 
 from mtrl.scheduler.policies import apportion, balanced, fixed, progress
+from mtrl.scheduler.rebalancer import Decision, Rebalancer, budget_for
 from mtrl.scheduler.records import Allocation, Budget, Policy, TaskRecord
 from mtrl.scheduler.registry import get_policy, policy_names
 from mtrl.scheduler.stats import TaskStats, snapshot
@@ -70,11 +71,14 @@ from mtrl.scheduler.stats import TaskStats, snapshot
 __all__ = [
     "Allocation",
     "Budget",
+    "Decision",
     "Policy",
+    "Rebalancer",
     "TaskRecord",
     "TaskStats",
     "apportion",
     "balanced",
+    "budget_for",
     "fixed",
     "get_policy",
     "policy_names",

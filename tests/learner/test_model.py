@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -215,14 +213,12 @@ def test_value_head_fits_a_constant_target():
     model, spec = _model("vector", "discrete")
     x = _batch(spec.observation_space, (64,))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    start = time.perf_counter()
     for _ in range(300):
         loss = (model(1, x)[1] - 3.0).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
     assert loss.item() < 1e-2  # from ≈ 9 at init
-    assert time.perf_counter() - start < 2.0
 
 
 def test_orthogonal_init_conventions():
