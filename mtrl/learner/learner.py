@@ -2,7 +2,8 @@
 
 Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 
-1. every task's unrolls go through its encoder and the shared torso once (``embed``);
+1. every task's unrolls go through its encoder; the features of all tasks go through the
+   shared torso in one call (``_embed``);
 2. V-trace targets from the unnormalised values ``σ·n + μ`` under the *old* statistics;
 3. per-task PopArt statistics move toward the new targets, and the value heads are rescaled so
    every unnormalised output is preserved exactly;
@@ -11,6 +12,11 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
    optimiser step with global gradient-norm clipping.
 
 With PopArt disabled, μ = 0 and σ = 1 throughout and step 3 is skipped.
+
+The parallel learners (:mod:`mtrl.learner.distributed`, :mod:`mtrl.learner.sharding`) reuse
+this update and override only its hooks: :meth:`Learner.reduce_moment_sums`,
+:meth:`Learner._global_count`, :meth:`Learner._reduce_gradients`,
+:meth:`Learner._clip_gradients` and :meth:`Learner._reduce_metric_sums`.
 """
 
 from __future__ import annotations
@@ -24,36 +30,42 @@ from torch import nn
 from mtrl.config import LearnerConfig
 from mtrl.learner import popart
 from mtrl.learner.batch import TaskBatch
+from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.vtrace import vtrace
 
+__all__ = ["Learner", "resolve_device"]  # resolve_device re-exported for older imports
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` → cuda when available, else cpu; anything else as torch reads it."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+
+def make_optimizer(params: Sequence[nn.Parameter], cfg: LearnerConfig) -> torch.optim.Optimizer:
+    """The optimiser the config names, over ``params``."""
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-5)
+    return torch.optim.RMSprop(params, lr=cfg.learning_rate, eps=0.01, alpha=0.99)
 
 
 class Learner:
     """Owns the model's optimiser, the PopArt statistics and the policy version."""
+
+    distributed = False
+    """Whether this learner is one of several replicas (a replica may get no batches)."""
 
     def __init__(self, model: nn.Module, cfg: LearnerConfig, task_names: Sequence[str]) -> None:
         self.model = model
         self.cfg = cfg
         self.task_names = list(task_names)
         self.device = next(model.parameters()).device
+        self.accelerator = Accelerator(self.device)
         k = len(task_names)
         # Moments in float64: ν − μ² loses precision in float32 when returns are ~1e3.
         self.mu = torch.zeros(k, dtype=torch.float64, device=self.device)
         self.nu = torch.ones(k, dtype=torch.float64, device=self.device)
         self.version = 0
-        params = model.parameters()
-        if cfg.optimizer == "adam":
-            self.optimizer: torch.optim.Optimizer = torch.optim.Adam(
-                params, lr=cfg.learning_rate, eps=1e-5
-            )
-        else:
-            self.optimizer = torch.optim.RMSprop(params, lr=cfg.learning_rate, eps=0.01, alpha=0.99)
+        self.optimizer = make_optimizer(list(model.parameters()), cfg)
+
+    @property
+    def local_tasks(self) -> list[int]:
+        """Tasks whose batches this learner takes (all of them, unless tasks are sharded)."""
+        return list(range(len(self.task_names)))
 
     @property
     def sigma(self) -> torch.Tensor:
@@ -67,16 +79,56 @@ class Learner:
             return torch.zeros(k, device=self.device), torch.ones(k, device=self.device)
         return self.mu.float(), self.sigma.float()
 
+    def _embed(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Torso features of every batch, ``[T+1, N, H]`` each, from ONE torso call.
+
+        One call is faster than one per batch, and a sharded (FSDP) torso needs every replica
+        to call it exactly once per update, even a replica with no batches. Returns the
+        concatenated features too, so the loss can keep an empty replica in the torso's graph.
+        """
+        model = self.model
+        feats = [model.encoders[b.task](b.obs) for b in batches]
+        flat = [f.reshape(-1, f.shape[-1]) for f in feats]
+        if not flat:
+            flat = [torch.zeros(0, self.cfg.model.encoder_dim, device=self.device)]
+        h_all = model.torso(torch.cat(flat))
+        hs = h_all.split([f.shape[0] for f in flat])[: len(feats)]
+        return h_all, [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]
+
     def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
         """One optimiser step on ``batches``; returns scalar metrics for logging."""
+        if not batches and not self.distributed:
+            raise ValueError("Learner.update needs at least one TaskBatch")
+        cfg = self.cfg
+        self.model.train()
+        h_all, parts = self._forward(batches)
+        if cfg.popart.enabled:
+            self._popart_update(parts)
+        sums, counts = self._loss_sums(parts)
+        total = self._global_count(sum(counts))
+        n = max(total, 1)
+        pg_sum, v_sum, ent_sum = sums
+        loss = (pg_sum + cfg.value_coef * v_sum - cfg.entropy_coef * ent_sum) / n
+        if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
+            loss = loss + 0.0 * h_all.sum()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._reduce_gradients()
+        grad_norm = self._clip_gradients()
+        self.optimizer.step()
+        self.accelerator.after_step()
+        self.version += 1
+        return self._metrics(parts, sums, counts, total, grad_norm)
+
+    def _forward(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+        """Features, policies and V-trace targets (under the old statistics) of every batch."""
         cfg, model = self.cfg, self.model
-        model.train()
         w, b = model.value_weight, model.value_bias
         mu, sigma = self._stats()
+        h_all, hs = self._embed(batches)
         parts: list[dict[str, Any]] = []
-        for batch in batches:
+        for batch, h in zip(batches, hs, strict=True):
             k = batch.task
-            h = model.embed(k, batch.obs)  # [T+1, N, H]
             mask = model.action_mask(k, batch.obs) if model.has_action_mask(k) else None
             dist = model.policy(k, h[:-1], None if mask is None else mask[:-1])
             logp = dist.log_prob(batch.actions)
@@ -95,13 +147,17 @@ class Learner:
                     lam=cfg.lam,
                 )
             parts.append({"batch": batch, "h": h, "dist": dist, "logp": logp, "vt": vt})
+        return h_all, parts
 
-        if cfg.popart.enabled:
-            self._popart_update(parts)
-            mu, sigma = self._stats()
+    def _loss_sums(self, parts: list[dict[str, Any]]) -> tuple[list[torch.Tensor], list[int]]:
+        """Policy, value and entropy loss SUMS over valid steps (new statistics), and counts.
 
+        Sums, not means: replicas divide by the count of the whole batch (``_global_count``).
+        """
+        w, b = self.model.value_weight, self.model.value_bias
+        mu, sigma = self._stats()
         pg_sum = v_sum = ent_sum = torch.zeros((), device=self.device)
-        count = 0
+        counts = []
         for p in parts:
             batch, k = p["batch"], p["batch"].task
             mask = batch.valid.float()
@@ -111,29 +167,38 @@ class Learner:
             pg_sum = pg_sum - (p["logp"] * adv * mask).sum()
             v_sum = v_sum + 0.5 * ((n_pred - target) ** 2 * mask).sum()
             ent_sum = ent_sum + (p["dist"].entropy() * mask).sum()
-            count += batch.num_samples
-        n = max(count, 1)
-        loss = (pg_sum + cfg.value_coef * v_sum - cfg.entropy_coef * ent_sum) / n
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
-        self.version += 1
+            counts.append(batch.num_samples)
+        return [pg_sum, v_sum, ent_sum], counts
 
-        lags = [self.version - 1 - p["batch"].policy_version for p in parts]
+    def _metrics(
+        self,
+        parts: list[dict[str, Any]],
+        sums: list[torch.Tensor],
+        counts: list[int],
+        total: int,
+        grad_norm: torch.Tensor,
+    ) -> dict[str, float]:
+        """Losses (means over the whole batch), policy lag per sample, PopArt statistics."""
+        cfg, n = self.cfg, max(total, 1)
+        old = self.version - 1
+        lag = sum((old - p["batch"].policy_version) * c for p, c in zip(parts, counts, strict=True))
+        local = torch.stack(sums).detach().double()
+        extra = torch.tensor([lag], dtype=torch.float64, device=self.device)
+        pg, v, ent, lags = self._reduce_metric_sums(torch.cat([local, extra])).tolist()
         metrics = {
-            "losses/total": loss.item(),
-            "losses/policy": pg_sum.item() / n,
-            "losses/value": v_sum.item() / n,
-            "losses/entropy": ent_sum.item() / n,
+            "losses/total": (pg + cfg.value_coef * v - cfg.entropy_coef * ent) / n,
+            "losses/policy": pg / n,
+            "losses/value": v / n,
+            "losses/entropy": ent / n,
             "losses/grad_norm": float(grad_norm),
-            "charts/policy_lag": sum(lags) / len(lags),
-            "charts/learner_samples": float(count),
+            "charts/policy_lag": lags / n,  # per sample: splitting a block does not change it
+            "charts/learner_samples": float(total),
         }
         if cfg.popart.enabled:
+            mus, sigmas = self.mu.tolist(), self.sigma.tolist()
             for i, name in enumerate(self.task_names):
-                metrics[f"popart/{name}/mu"] = float(self.mu[i])
-                metrics[f"popart/{name}/sigma"] = float(sigma[i])
+                metrics[f"popart/{name}/mu"] = mus[i]
+                metrics[f"popart/{name}/sigma"] = sigmas[i]
         return metrics
 
     @torch.no_grad()
@@ -162,8 +227,25 @@ class Learner:
         model.value_weight.copy_(step.weight)
         model.value_bias.copy_(step.bias)
 
+    # Hooks of the parallel learners: identities on one process.
+
     def reduce_moment_sums(self, sums: torch.Tensor) -> torch.Tensor:
         """Combine PopArt moment sums across data-parallel replicas (identity on one)."""
+        return sums
+
+    def _global_count(self, count: int) -> int:
+        """Valid samples in the whole (all replicas') batch: the loss's denominator."""
+        return count
+
+    def _reduce_gradients(self) -> None:
+        """Turn each replica's gradient into the whole batch's (nothing to do on one)."""
+
+    def _clip_gradients(self) -> torch.Tensor:
+        """Clip the global gradient norm to ``max_grad_norm``; returns the norm before."""
+        return nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+
+    def _reduce_metric_sums(self, sums: torch.Tensor) -> torch.Tensor:
+        """Sum per-replica metric sums (float64 ``[4]``) over replicas (identity on one)."""
         return sums
 
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,272 @@
+"""Data-parallel learner replicas on torch.distributed (launched by torchrun).
+
+Sebulba's learner (Hessel et al. 2021, "Podracer architectures for scalable RL"): N replicas,
+one per device or CPU process, each fed by its own local actors; every update all-reduces
+so that all replicas take the *same* step as one learner would on the union of their batches:
+
+1. the count of valid samples is summed first, so each replica divides its loss *sums* by the
+   global count, and the SUM of the replicas' gradients is the whole batch's mean gradient
+   (a replica's batch may hold any subset of tasks, or none);
+2. PopArt moment sums ``[3, K]`` are summed (float64), so every replica applies the same
+   statistics update (rlax's ``axis_name``);
+3. gradients are summed in one flat buffer; a parameter no replica touched keeps ``grad=None``
+   (as on one process, so Adam skips it there too), else a missing gradient counts as zeros;
+4. the global gradient norm is clipped identically everywhere, then every replica steps.
+
+Initial parameters are broadcast from rank 0, so replicas stay identical bit for bit. The
+process group's backend follows the device (:class:`mtrl.learner.device.Accelerator`): gloo on
+CPU, nccl on CUDA, xla on TPU.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from mtrl.config import LearnerConfig
+from mtrl.errors import UserError
+from mtrl.learner.device import Accelerator, resolve_device
+from mtrl.learner.learner import Learner
+
+__all__ = [
+    "DataParallelLearner",
+    "DistContext",
+    "all_reduce_gradients",
+    "broadcast_parameters",
+    "clip_global_grad_norm",
+]
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Where this process sits among the learner replicas (torchrun's environment)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> DistContext:
+        """Read ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` (set by torchrun);
+        a process started without them is the single replica."""
+        env = os.environ if environ is None else environ
+        try:
+            world = int(env.get("WORLD_SIZE", "1"))
+            ctx = cls(
+                rank=int(env.get("RANK", "0")),
+                world_size=world,
+                local_rank=int(env.get("LOCAL_RANK", "0")),
+                local_world_size=int(env.get("LOCAL_WORLD_SIZE", str(world))),
+            )
+        except ValueError as e:
+            raise UserError(f"torchrun environment: {e}; RANK/WORLD_SIZE must be integers") from e
+        if not 0 <= ctx.rank < ctx.world_size:
+            raise UserError(f"torchrun environment: RANK={ctx.rank} not in [0, {ctx.world_size})")
+        return ctx
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the replica that writes checkpoints and logs."""
+        return self.rank == 0
+
+    def device(self, name: str) -> torch.device:
+        """The config's device for this replica (``cuda`` → this local rank's GPU)."""
+        return resolve_device(name, self.local_rank)
+
+    def init(self, device: torch.device, timeout_s: float = 300.0) -> None:
+        """Join the process group (``env://``: MASTER_ADDR/PORT from torchrun); no-op alone."""
+        if not self.distributed or dist.is_initialized():
+            return
+        backend = Accelerator(device).dist_backend
+        kwargs: dict[str, object] = {"init_method": "env://"}
+        if backend == "xla":
+            importlib.import_module("torch_xla.distributed.xla_backend")  # registers "xla"
+            kwargs = {"init_method": "xla://"}
+        if backend == "nccl":
+            torch.cuda.set_device(device)
+        dist.init_process_group(
+            backend,
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            **kwargs,
+        )
+
+    def all_sum(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sums of ``values`` over all ranks (collective: every rank must call it).
+
+        For decisions the replicas must share, e.g. stop once the summed env steps reach the
+        budget, so no rank leaves while the others wait in an update's all-reduce.
+        """
+        if not self.distributed:
+            return [float(v) for v in values]
+        backend = dist.get_backend()
+        if backend == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        elif backend == "xla":
+            device = resolve_device("xla")
+        else:
+            device = torch.device("cpu")
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def destroy(self, wait_for_peers: bool = True) -> None:
+        """Leave the process group (if this process joined one).
+
+        By default waits for every rank first, so none tears down its connections while a
+        peer still uses them (gloo then aborts the peer). Pass False on an error path, where
+        the peers may never arrive.
+        """
+        if dist.is_initialized():
+            if wait_for_peers:
+                dist.barrier()
+            dist.destroy_process_group()
+
+
+def broadcast_parameters(params: Iterable[torch.Tensor], src: int = 0) -> None:
+    """Copy rank ``src``'s values of ``params`` to every rank (one flat broadcast)."""
+    params = list(params)
+    if not params:
+        return
+    with torch.no_grad():
+        flat = torch.cat([p.detach().reshape(-1) for p in params])
+        dist.broadcast(flat, src)
+        for p, v in zip(params, flat.split([p.numel() for p in params]), strict=True):
+            p.copy_(v.view_as(p))
+
+
+def all_reduce_gradients(params: Sequence[nn.Parameter]) -> None:
+    """SUM-all-reduce the gradients of ``params``: one flat buffer per dtype, with presence flags.
+
+    A missing (None) gradient counts as zeros; a parameter whose gradient is missing on every
+    rank keeps None, exactly as on one process over the union of the batches.
+    """
+    groups: dict[torch.dtype, list[nn.Parameter]] = {}
+    for p in params:
+        groups.setdefault(p.dtype, []).append(p)
+    for dtype, group in groups.items():
+        device = group[0].device
+        sizes = [p.numel() for p in group]
+        pieces = [
+            p.grad.reshape(-1) if p.grad is not None else torch.zeros(n, dtype=dtype, device=device)
+            for p, n in zip(group, sizes, strict=True)
+        ]
+        flags = torch.tensor([p.grad is not None for p in group], dtype=dtype, device=device)
+        flat = torch.cat([*pieces, flags])
+        dist.all_reduce(flat)
+        grads, seen = flat[: -len(group)].split(sizes), flat[-len(group) :].tolist()
+        for p, g, s in zip(group, grads, seen, strict=True):
+            p.grad = g.view_as(p) if s > 0 else None
+
+
+def _norm_sq(tensors: Iterable[torch.Tensor], device: torch.device) -> torch.Tensor:
+    total = torch.zeros((), dtype=torch.float32, device=device)
+    for t in tensors:
+        total = total + t.float().pow(2).sum()
+    return total
+
+
+def _local(g: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (FSDP), or the tensor itself."""
+    to_local = getattr(g, "to_local", None)
+    return to_local() if to_local is not None else g
+
+
+def clip_global_grad_norm(
+    replicated: Sequence[nn.Parameter],
+    sharded: Sequence[nn.Parameter],
+    max_norm: float,
+    device: torch.device,
+) -> torch.Tensor:
+    """Clip like ``nn.utils.clip_grad_norm_`` over all replicas' parameters; returns the norm.
+
+    ``replicated`` gradients are identical on every rank (already all-reduced) and count once;
+    ``sharded`` ones live on one rank each (task-owned modules, FSDP shards) and are summed
+    over ranks. Every rank gets the same norm and the same clip coefficient.
+    """
+    rep = [p.grad for p in replicated if p.grad is not None]
+    own = [_local(p.grad) for p in sharded if p.grad is not None]
+    sq = _norm_sq(own, device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(sq)
+    norm = (sq + _norm_sq(rep, device)).sqrt()
+    coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    with torch.no_grad():
+        for g in (*rep, *own):
+            g.mul_(coef.to(g.dtype))
+    return norm
+
+
+class DataParallelLearner(Learner):
+    """A learner replica: same update as :class:`Learner` on the union of all replicas' batches.
+
+    Needs an initialised process group (:meth:`DistContext.init`). Subclasses that keep some
+    parameters on one rank only list them in :meth:`sharded_parameters`.
+    """
+
+    distributed = True
+
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: LearnerConfig,
+        task_names: Sequence[str],
+        ctx: DistContext | None = None,
+    ) -> None:
+        if not dist.is_initialized():
+            raise RuntimeError(
+                f"{type(self).__name__} needs a torch.distributed process group: call "
+                "DistContext.from_env().init(device) first (under torchrun)"
+            )
+        self.ctx = ctx or DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
+        self.prepare_model(model)
+        super().__init__(model, cfg, task_names)
+        sharded = {id(p) for p in self.sharded_parameters()}
+        self._replicated = [p for p in model.parameters() if id(p) not in sharded]
+
+    def prepare_model(self, model: nn.Module) -> None:
+        """Make replicas start equal: broadcast rank 0's parameters."""
+        broadcast_parameters(model.parameters())
+
+    def sharded_parameters(self) -> list[nn.Parameter]:
+        """Parameters whose gradient is complete on this rank alone (none in plain DP)."""
+        return []
+
+    def reduce_moment_sums(self, sums: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(sums)
+        return sums
+
+    def _global_count(self, count: int) -> int:
+        t = torch.tensor([count], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return int(t.item())
+
+    def _reduce_gradients(self) -> None:
+        all_reduce_gradients(self._replicated)
+
+    def _clip_gradients(self) -> torch.Tensor:
+        return clip_global_grad_norm(
+            self._replicated, self.sharded_parameters(), self.cfg.max_grad_norm, self.device
+        )
+
+    def _reduce_metric_sums(self, sums: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(sums)
+        return sums
+
+    def full_model_state(self) -> dict[str, torch.Tensor]:
+        """The whole model's state dict on the CPU, identical on every rank (a collective in
+        sharded subclasses: every rank must call it). For checkpoints and inference copies."""
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}

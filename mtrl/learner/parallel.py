@@ -1,0 +1,69 @@
+"""Pick the learner a config and a process's place among the replicas call for.
+
+The trainer's only entry point to parallelism::
+
+    ctx = DistContext.from_env()             # torchrun's RANK / WORLD_SIZE / LOCAL_RANK
+    device = ctx.device(cfg.learner.device)  # cuda → this local rank's GPU
+    ctx.init(device)                         # process group (gloo / nccl / xla); no-op alone
+    model = MultiTaskModel(spaces, cfg.learner.model)
+    learner = make_learner(model, cfg.learner, names, ctx, device)
+    ...                                      # feed it batches of learner.local_tasks
+    ctx.destroy()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from mtrl.config import LearnerConfig
+from mtrl.errors import UserError
+from mtrl.learner.distributed import DataParallelLearner, DistContext
+from mtrl.learner.learner import Learner
+from mtrl.learner.sharding import FSDPLearner, TaskShardedLearner, shard_tasks
+
+__all__ = ["make_learner"]
+
+
+def make_learner(
+    model: nn.Module,
+    cfg: LearnerConfig,
+    task_names: Sequence[str],
+    ctx: DistContext | None = None,
+    device: torch.device | None = None,
+) -> Learner:
+    """The learner for ``cfg.parallel`` in this process; moves ``model`` to ``device``.
+
+    One process: a plain :class:`Learner` (model parallel modes are then the identity).
+    Several (torchrun): :class:`DataParallelLearner`, :class:`TaskShardedLearner` or
+    :class:`FSDPLearner`; the process group must be initialised (:meth:`DistContext.init`).
+    Task sharding drops foreign per-task modules *before* the move, so a device holds only
+    its own tasks.
+    """
+    ctx = ctx or DistContext.from_env()
+    par = cfg.parallel
+    if not ctx.distributed:
+        if par.data_parallel > 1:
+            raise UserError(
+                f"learner.parallel.data_parallel is {par.data_parallel} but this process is the "
+                f"only replica: launch with `torchrun --nproc-per-node {par.data_parallel} ...` "
+                "(see docs/DISTRIBUTED.md)"
+            )
+        return Learner(model.to(device) if device is not None else model, cfg, task_names)
+    if par.data_parallel not in (1, ctx.local_world_size):
+        raise UserError(
+            f"learner.parallel.data_parallel is {par.data_parallel} but torchrun started "
+            f"{ctx.local_world_size} replicas on this node; make them agree (or set it to 1)"
+        )
+    if par.model_parallel == "task_sharded":
+        shard_tasks(model, ctx.world_size, ctx.rank)
+    if device is not None:
+        model = model.to(device)
+    kinds: dict[str, type[DataParallelLearner]] = {
+        "none": DataParallelLearner,
+        "task_sharded": TaskShardedLearner,
+        "fsdp": FSDPLearner,
+    }
+    return kinds[par.model_parallel](model, cfg, task_names, ctx)

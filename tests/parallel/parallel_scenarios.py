@@ -1,0 +1,131 @@
+"""The multi-task problem every parallel test solves: spaces, config, batches, their split.
+
+Imported by the tests (the single-process reference) and by ``dist_worker.py`` (the ranks
+under torchrun), so both sides build the same model and the same batches from seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from mtrl.config import LearnerConfig
+from mtrl.learner.batch import TaskBatch
+from mtrl.learner.learner import Learner
+from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.learner.synthetic import random_task_batch, split_columns
+
+SPACES = [
+    TaskSpaces(spaces.Box(-np.inf, np.inf, (6,), np.float32), spaces.Discrete(3)),
+    TaskSpaces(spaces.Box(-1, 1, (5,), np.float32), spaces.Box(-2, 2, (2,), np.float32)),
+    TaskSpaces(spaces.Box(0, 255, (4, 10, 10), np.uint8), spaces.Discrete(5)),
+    TaskSpaces(
+        spaces.Dict(
+            {
+                "pos": spaces.Box(-1, 1, (3,), np.float32),
+                "cell": spaces.Discrete(5),
+                "action_mask": spaces.Box(0, 1, (4,), np.int8),
+            }
+        ),
+        spaces.Discrete(4),
+    ),
+]
+NAMES = ["vector", "continuous", "image", "masked"]
+REWARD_SCALES = [1.0, 100.0, 0.1, 10.0]
+UNROLL = 5
+ATOL, RTOL = 1e-5, 1e-5  # float32 sums in another order; updates agree to ~3e-8
+WORLD = 2
+CFG: dict[str, Any] = {
+    "model": {"encoder_dim": 16, "torso": [32, 16]},
+    "popart": {"beta": 0.1},
+    "learning_rate": 1e-3,
+    "max_grad_norm": 0.5,  # below the norms seen, so the global clip is exercised
+}
+
+# Per update: (task, num_envs, seed, rank that gets it; None = its columns split over ranks).
+# Update 0 leaves task 3 out everywhere (its parameters must keep grad=None, as on one
+# process) and gives each rank a different task subset; update 2 leaves rank 1 idle.
+STEPS: list[list[tuple[int, int, int, int | None]]] = [
+    [(0, 4, 11, 0), (1, 3, 12, 0), (2, 2, 13, 1), (0, 4, 14, None)],
+    [(3, 4, 21, 1), (1, 4, 22, None), (2, 3, 23, 0), (0, 2, 24, 1)],
+    [(0, 3, 31, 0), (3, 2, 32, 0), (1, 2, 33, 0)],
+]
+
+
+def learner_config(model_parallel: str = "none") -> LearnerConfig:
+    return LearnerConfig.model_validate({**CFG, "parallel": {"model_parallel": model_parallel}})
+
+
+def build_model() -> MultiTaskModel:
+    torch.manual_seed(0)
+    return MultiTaskModel(SPACES, learner_config().model)
+
+
+def _batch(step: int, task: int, num_envs: int, seed: int) -> TaskBatch:
+    return random_task_batch(
+        task,
+        SPACES[task],
+        UNROLL,
+        num_envs,
+        seed=seed,
+        reward_scale=REWARD_SCALES[task],
+        policy_version=max(step - seed % 2, 0),
+    )
+
+
+def all_batches(step: int) -> list[TaskBatch]:
+    """The whole batch of update ``step`` (what one process learns from)."""
+    return [_batch(step, t, n, s) for t, n, s, _ in STEPS[step]]
+
+
+def data_parallel_shard(step: int, rank: int) -> list[TaskBatch]:
+    """Rank ``rank``'s share of update ``step``: whole batches or a slice of columns."""
+    out = []
+    for t, n, s, owner in STEPS[step]:
+        b = _batch(step, t, n, s)
+        if owner is None:
+            out.append(split_columns(b, WORLD)[rank])
+        elif owner == rank:
+            out.append(b)
+    return out
+
+
+def task_shard(step: int, local_tasks: list[int]) -> list[TaskBatch]:
+    """The batches of update ``step`` whose task this rank owns."""
+    return [b for b in all_batches(step) if b.task in local_tasks]
+
+
+def run_single_process() -> dict[str, Any]:
+    """The reference: one plain Learner on every whole batch."""
+    learner = Learner(build_model(), learner_config(), NAMES)
+    metrics = [learner.update(all_batches(i)) for i in range(len(STEPS))]
+    state = {k: v.detach().clone() for k, v in learner.model.state_dict().items()}
+    return {"state": state, "mu": learner.mu, "nu": learner.nu, "metrics": metrics}
+
+
+def assert_matches_single_process(result: dict[str, Any], ref: dict[str, Any]) -> None:
+    """Parameters, PopArt statistics and metrics of one rank equal the reference's."""
+    assert result["state"].keys() == ref["state"].keys()
+    for name, want in ref["state"].items():
+        torch.testing.assert_close(result["state"][name], want, atol=ATOL, rtol=RTOL, msg=name)
+    torch.testing.assert_close(result["mu"], ref["mu"], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(result["nu"], ref["nu"], atol=1e-6, rtol=1e-6)
+    assert len(result["metrics"]) == len(ref["metrics"])
+    for got, want in zip(result["metrics"], ref["metrics"], strict=True):
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-5), key
+
+
+def assert_ranks_identical(results: list[dict[str, Any]]) -> None:
+    """Every rank ends with bit-identical parameters and PopArt statistics."""
+    first = results[0]
+    for other in results[1:]:
+        for name, t in first["state"].items():
+            assert torch.equal(t, other["state"][name]), f"{name} differs between ranks"
+        assert torch.equal(first["mu"], other["mu"])
+        assert torch.equal(first["nu"], other["nu"])
