@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +30,7 @@ def _console() -> Any:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    """List plugins: name, status, version, package, hooks, envs offered, load errors."""
+    """List plugins: name, status, version, package, hooks, envs and trackers offered, errors."""
     from mtrl.plugins import get_plugins
 
     infos = get_plugins().infos.values()
@@ -38,7 +40,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="mtrl plugins")
-    for col in ("name", "status", "version", "package", "hooks", "envs", "notes"):
+    for col in ("name", "status", "version", "package", "hooks", "envs", "trackers", "notes"):
         table.add_column(col, overflow="fold")
     colour = {"ok": "green", "error": "red", "unavailable": "yellow", "disabled": "dim"}
     for i in infos:
@@ -49,6 +51,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             i.package or "-",
             ", ".join(i.hooks) or "-",
             str(len(i.envs)),
+            ", ".join(i.trackers) or "-",
             "\n".join(i.errors),
         )
     _console().print(table)
@@ -106,7 +109,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = False
     for path in args.configs:
         try:
-            cfg = load_config(path, env_ids=ids, scheduler_policies=plugins.schedulers.names())
+            cfg = load_config(
+                path,
+                env_ids=ids,
+                scheduler_policies=plugins.schedulers.names(),
+                tracker_names=plugins.trackers.names(),
+            )
             if args.check_envs:
                 _check_envs(cfg, plugins, path)
         except UserError as e:
@@ -139,6 +147,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mtrl.plugins import get_plugins
     from mtrl.trainer import Trainer
 
+    if args.nproc is not None and "WORLD_SIZE" not in os.environ:
+        return _relaunch_with_torchrun(args.nproc)
     plugins = get_plugins()
     if args.resume:
         if args.config or args.seed is not None:
@@ -154,6 +164,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             args.config,
             env_ids=plugins.envs.ids(),
             scheduler_policies=plugins.schedulers.names(),
+            tracker_names=plugins.trackers.names(),
         )
         overrides: dict[str, Any] = {}
         if args.total_env_steps is not None:
@@ -173,18 +184,44 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer.request_stop()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    is_main = trainer.ctx.is_main
     try:
         result = trainer.run()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
         trainer.close()
+    if not is_main:  # replicas of a torchrun job: rank 0 reports for all
+        return 0
     _print_results(result)
     if received:
         if result.run_dir is not None:
             print(f"checkpoint written; continue with: mtrl train --resume {result.run_dir}")
         return 128 + received[0]
     return 0
+
+
+def _relaunch_with_torchrun(nproc: int) -> int:
+    """``mtrl train --nproc N ...`` on one node: the same command under torchrun (N replicas)."""
+    if nproc < 1:
+        raise UserError(f"--nproc must be >= 1, got {nproc}")
+    rest, skip = [], False
+    for a in sys.argv[1:]:
+        if not skip and a != "--nproc" and not a.startswith("--nproc="):
+            rest.append(a)
+        skip = a == "--nproc"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "mtrl.cli",
+        *rest,
+    ]
+    print("launching:", " ".join(cmd[1:]), flush=True)
+    return subprocess.call(cmd)
 
 
 def _print_results(result: Any) -> None:
@@ -332,6 +369,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--total-env-steps", type=int, help="override total_env_steps")
     p.add_argument("--seed", type=int, help="override the run seed")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="N data-parallel learner replicas on this node, each with its own actors "
+        "(runs this command under torchrun --standalone; docs/DISTRIBUTED.md)",
+    )
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser(

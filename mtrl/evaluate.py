@@ -89,6 +89,8 @@ def load_for_eval(target: Path | str, plugins: Plugins | None = None) -> EvalChe
     schedulers = getattr(plugins, "schedulers", None)  # plugin policies, where registered
     if schedulers is not None:
         known["scheduler_policies"] = schedulers.names()
+    # No ``tracker_names``: evaluation runs no trackers, so a run whose tracker plugin is not
+    # installed here still evaluates.
     cfg = parse_config(text, f"{path} (config)", **known)
     steps = state.get("env_steps")
     return EvalCheckpoint(path, cfg, state["learner"], int(steps) if steps is not None else None)

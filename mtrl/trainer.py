@@ -9,6 +9,7 @@ written; :meth:`Trainer.resume` continues a run from its newest good checkpoint.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,11 +27,12 @@ from mtrl.actors.transfer import to_task_batch
 from mtrl.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.errors import EnvKwargsError, UserError
-from mtrl.learner.learner import Learner, resolve_device
+from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.learner.parallel import make_learner
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.scheduler import Rebalancer
-from mtrl.tracking.factory import make_sinks
+from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 
 RECENT_EPISODES = 20
@@ -103,9 +105,16 @@ class Trainer:
         self.specs: list[EnvSpec] = [plugins.envs.get(t.env) for t in cfg.tasks]
         self.names = [t.key for t in cfg.tasks]
         torch.set_num_threads(cfg.learner.torch_threads)
+        trackers = tracker_factories(cfg, plugins)  # a bad tracker name fails before any work
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
-        device = resolve_device(cfg.learner.device)
+        # Learner replicas (torchrun): each runs its own actors; only rank 0 logs and saves.
+        self.ctx = DistContext.from_env()
+        device = self.ctx.device(cfg.learner.device)
+        self.ctx.init(device)
+        if not self.ctx.is_main:
+            write_run_dir, console = False, False
+        seed_offset += 7919 * self.ctx.rank * max(t.num_envs for t in cfg.tasks)
         self.pool: Any = None
         self.tracker: Any = None
         self.rebalancer = Rebalancer(cfg, plugins)
@@ -129,8 +138,9 @@ class Trainer:
                     )
                 )
             spaces = [TaskSpaces(s.observation_space, s.action_space) for s in setups]
-            self.model = MultiTaskModel(spaces, cfg.learner.model).to(device)
-            self.learner = Learner(self.model, cfg.learner, self.names)
+            model = MultiTaskModel(spaces, cfg.learner.model)
+            self.learner = make_learner(model, cfg.learner, self.names, self.ctx, device)
+            self.model = self.learner.model
             unroll = cfg.learner.unroll_length
             if serial:
                 inference = InferenceModel(self.model, shared=True)
@@ -155,6 +165,7 @@ class Trainer:
             self.close()
             raise
         self.progress = [TaskProgress() for _ in cfg.tasks]
+        self.total_env_steps = 0  # over all replicas (this process's own when alone)
         self._stop = False
         self.updates = 0
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
@@ -165,7 +176,11 @@ class Trainer:
                 cfg.tracking.run_dir, cfg.name, cfg.seed, cfg.model_dump(mode="json")
             )
         self.tracker = make_sinks(
-            cfg, self.run_dir, self.names, console=None if console else "quiet"
+            cfg,
+            self.run_dir,
+            self.names,
+            extra=trackers if self.ctx.is_main else (),
+            console=None if console else "quiet",
         )
 
     def _spaces(
@@ -198,17 +213,18 @@ class Trainer:
         columns = 0
         metrics: dict[str, float] = {}
         self._stop = False
-        while self.env_steps < cfg.total_env_steps and not self._stop:
+        done = False
+        while not done:
             for ru in self.pool.get(timeout=1.0):
                 self._accept(ru)
                 pending.append(ru)
                 columns += ru.buffer.num_envs
             self._check_faults()
-            if columns >= cfg.learner.batch_size:
+            learned = columns >= cfg.learner.batch_size
+            if learned:
                 metrics = self._learn(pending)
                 pending, columns = [], 0
-            if cfg.stop_at_target and self._targets_reached():
-                break
+            done = self._done(learned)
             self._rebalance()
             now = time.perf_counter()
             if now - last_log >= cfg.tracking.log_every_s:
@@ -231,7 +247,21 @@ class Trainer:
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
         if self.run_dir is not None and ck.enabled:
             self.save_checkpoint(seconds)
-        return TrainResult(self.run_dir, self.env_steps, self.updates, seconds, self.results())
+        steps = max(self.total_env_steps, self.env_steps)
+        return TrainResult(self.run_dir, steps, self.updates, seconds, self.results())
+
+    def _done(self, learned: bool) -> bool:
+        """Whether to stop. Replicas decide together right after each update (all call it the
+        same number of times), so none leaves while the others wait in an all-reduce."""
+        targets = self.cfg.stop_at_target and self._targets_reached()
+        if not self.ctx.distributed:
+            self.total_env_steps = self.env_steps
+            return self.env_steps >= self.cfg.total_env_steps or self._stop or targets
+        if not learned:
+            return False
+        steps, stops, reached = self.ctx.all_sum([self.env_steps, self._stop, targets])
+        self.total_env_steps = int(steps)
+        return steps >= self.cfg.total_env_steps or stops > 0 or reached >= self.ctx.world_size
 
     def request_stop(self) -> None:
         """Finish the current round and return from :meth:`run` (signal handlers, benchmarks)."""
@@ -330,7 +360,7 @@ class Trainer:
 
     def _log(self, metrics: dict[str, float], sps: float, elapsed: float) -> None:
         record: dict[str, Any] = {
-            "charts/env_steps": self.env_steps,
+            "charts/env_steps": max(self.total_env_steps, self.env_steps),
             "charts/sps": sps,
             "charts/updates": self.updates,
             "charts/elapsed_s": self.elapsed_before + elapsed,
@@ -423,6 +453,7 @@ class Trainer:
             f"{path} (config)",
             env_ids=plugins.envs.ids(),
             scheduler_policies=plugins.schedulers.names(),
+            tracker_names=plugins.trackers.names(),
         )
         # New env seeds: the envs' internal state is not in the checkpoint, so the resumed run
         # starts fresh episodes rather than replaying the first session's.
@@ -443,3 +474,6 @@ class Trainer:
         if self.tracker is not None:
             self.tracker.close()
             self.tracker = None
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.destroy(wait_for_peers=sys.exc_info()[0] is None)
+            self.ctx = None

@@ -110,7 +110,8 @@ def _message(err: dict[str, Any]) -> str:
         return "required key is missing"
     if kind == "too_short" and loc == ("tasks",):
         return "at least one task is required"
-    if kind in ("unknown_env", "unknown_policy", "duplicate_task") or kind == "value_error":
+    known_kinds = ("unknown_env", "unknown_policy", "unknown_tracker", "duplicate_task")
+    if kind in known_kinds or kind == "value_error":
         return err["msg"].removeprefix("Value error, ")
     msg = err["msg"]
     if "input" in err and kind not in ("model_type", "dict_type"):
@@ -138,11 +139,14 @@ def parse_config(
     *,
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
+    tracker_names: Iterable[str] | None = None,
 ) -> ExperimentConfig:
     """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks.
 
     ``scheduler_policies`` (``plugins.schedulers.names()``) are the policy names accepted in
-    ``scheduler.policy``; without it only the built-in policies are.
+    ``scheduler.policy``; without it only the built-in policies are. ``tracker_names``
+    (``plugins.trackers.names()``) are those accepted in ``tracking.trackers``; without it any
+    name is.
     """
     try:
         root = yaml.compose(text, Loader=_UniqueKeyLoader)
@@ -163,6 +167,8 @@ def parse_config(
         context["env_ids"] = set(env_ids)
     if scheduler_policies is not None:
         context["scheduler_policies"] = set(scheduler_policies)
+    if tracker_names is not None:
+        context["tracker_names"] = set(tracker_names)
     try:
         return ExperimentConfig.model_validate(data, context=context or None)
     except ValidationError as e:
@@ -175,6 +181,7 @@ def load_config(
     *,
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
+    tracker_names: Iterable[str] | None = None,
 ) -> ExperimentConfig:
     """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
     path = Path(path)
@@ -182,7 +189,13 @@ def load_config(
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read config: {e.strerror or e}") from None
-    return parse_config(text, str(path), env_ids=env_ids, scheduler_policies=scheduler_policies)
+    return parse_config(
+        text,
+        str(path),
+        env_ids=env_ids,
+        scheduler_policies=scheduler_policies,
+        tracker_names=tracker_names,
+    )
 
 
 def config_schema() -> dict[str, Any]:

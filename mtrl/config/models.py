@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -241,6 +242,22 @@ class WandbConfig(_Model):
     """Seconds the end of the run waits for wandb to finish uploading before leaving it."""
 
 
+def _tracker_exists(name: str, info: ValidationInfo) -> str:
+    # The plugin registry's names come as context key ``tracker_names``; without it no tracker
+    # is known to this module, so names are taken on trust.
+    known = (info.context or {}).get("tracker_names")
+    if known is not None and name not in known:
+        from mtrl.plugins.tracker_registrar import unknown_tracker_message
+
+        raise PydanticCustomError(
+            "unknown_tracker", "{message}", {"message": unknown_tracker_message(name, known)}
+        )
+    return name
+
+
+TrackerName = Annotated[str, Field(min_length=1), AfterValidator(_tracker_exists)]
+
+
 class TrackingConfig(_Model):
     """Where metrics go."""
 
@@ -253,6 +270,9 @@ class TrackingConfig(_Model):
     csv: bool = True
     """Also write ``metrics.csv`` (one column per metric) beside ``metrics.jsonl``."""
     wandb: WandbConfig = Field(default_factory=WandbConfig)
+    trackers: list[TrackerName] | None = None
+    """Plugin trackers to run, by name (``mtrl plugins`` lists them); None = every registered
+    one; [] = none."""
 
 
 class CheckpointConfig(_Model):

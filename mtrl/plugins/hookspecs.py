@@ -19,6 +19,7 @@ import pluggy
 if TYPE_CHECKING:
     from mtrl.plugins.registrar import EnvRegistrar
     from mtrl.plugins.scheduler_registrar import SchedulerRegistrar
+    from mtrl.plugins.tracker_registrar import TrackerRegistrar
 
 PROJECT = "mtrl"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -63,6 +64,27 @@ def mtrl_register_schedulers(register: SchedulerRegistrar) -> None:
     and free of I/O. ``description`` is one line for listings.
 
     Registration must be cheap and side-effect free (spawned workers load plugins again). Raise
+    :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing. Return
+    nothing: a returned value is reported as a contract violation.
+    """
+
+
+@hookspec
+def mtrl_register_trackers(register: TrackerRegistrar) -> None:
+    """Offer metric trackers by calling ``register.tracker(name, factory, description="")``.
+
+    ``name`` is what a config lists in ``tracking.trackers`` (one flat namespace shared by all
+    plugins; a second registration of a taken name is reported as an error of the later
+    plugin). ``factory(cfg, run_dir, task_names) -> Sink | None`` is called once per training
+    run in the trainer process (rank 0 only), after the run directory exists (``run_dir`` is
+    None when the run writes none); return None to stay out of this run. The sink's
+    ``write(record)`` gets a flat dict of metric name → number every ``tracking.log_every_s``,
+    on the training thread: it must return at once (hand slow work to a thread of your own).
+    ``close()`` is called once at the end. A factory or ``write`` that raises is reported by
+    name and the tracker is turned off; training goes on. ``description`` is one line for
+    listings.
+
+    Registration must be cheap: import the tracking client inside ``factory``. Raise
     :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing. Return
     nothing: a returned value is reported as a contract violation.
     """

@@ -27,6 +27,7 @@ from mtrl.plugins import hookspecs
 from mtrl.plugins.registrar import EnvRegistrar
 from mtrl.plugins.scheduler_registrar import SchedulerRegistrar, SchedulerRegistry
 from mtrl.plugins.spec import EnvRegistry
+from mtrl.plugins.tracker_registrar import TrackerRegistrar, TrackerRegistry
 
 ENTRY_POINT_GROUP = "mtrl"
 BUILTIN_PLUGINS: dict[str, str] = {
@@ -56,6 +57,7 @@ class PluginInfo:
     hooks: list[str] = field(default_factory=list)
     envs: list[str] = field(default_factory=list)
     schedulers: list[str] = field(default_factory=list)
+    trackers: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def fail(self, message: str) -> None:
@@ -72,6 +74,8 @@ class Plugins:
     envs: EnvRegistry
     schedulers: SchedulerRegistry = field(default_factory=SchedulerRegistry)
     """Scheduling policies by name (``scheduler.policy`` in configs)."""
+    trackers: TrackerRegistry = field(default_factory=TrackerRegistry)
+    """Metric trackers by name (``tracking.trackers`` in configs)."""
 
 
 def _names(var: str) -> set[str] | None:
@@ -117,7 +121,7 @@ def _candidates(autoload: bool, extra: Mapping[str, Any]) -> list[tuple[PluginIn
 
 
 def load_plugins(*, autoload: bool = True, extra: Mapping[str, Any] | None = None) -> Plugins:
-    """Import and register every plugin, then collect their environments and policies.
+    """Import and register every plugin, then collect their envs, policies and trackers.
 
     ``extra`` maps names to plugin objects registered in-process (tests, notebooks); those are
     not visible to spawned workers, which only see built-ins and entry points.
@@ -153,7 +157,9 @@ def load_plugins(*, autoload: bool = True, extra: Mapping[str, Any] | None = Non
     _collect_envs(pm, infos, envs)
     schedulers = SchedulerRegistry()
     _collect_schedulers(pm, infos, schedulers)
-    return Plugins(pm=pm, infos=infos, envs=envs, schedulers=schedulers)
+    trackers = TrackerRegistry()
+    _collect_trackers(pm, infos, trackers)
+    return Plugins(pm=pm, infos=infos, envs=envs, schedulers=schedulers, trackers=trackers)
 
 
 def _check_pending(pm: pluggy.PluginManager, info: PluginInfo) -> None:
@@ -225,6 +231,25 @@ def _collect_schedulers(
                 info.fail(str(e))
                 continue
             info.schedulers.append(spec.name)
+
+
+def _collect_trackers(
+    pm: pluggy.PluginManager, infos: dict[str, PluginInfo], trackers: TrackerRegistry
+) -> None:
+    for impl in pm.hook.mtrl_register_trackers.get_hookimpls():
+        info = infos[impl.plugin_name]
+        registrar = TrackerRegistrar(impl.plugin_name)
+        if not _call_register_hook(
+            "mtrl_register_trackers", impl, info, registrar, "register.tracker"
+        ):
+            continue
+        for spec in registrar.specs:
+            try:
+                trackers.add(spec)
+            except Exception as e:
+                info.fail(str(e))
+                continue
+            info.trackers.append(spec.name)
 
 
 _CACHED: Plugins | None = None

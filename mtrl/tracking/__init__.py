@@ -15,10 +15,11 @@ follow CleanRL's namespaces so dashboards and tools recognise them:
   ``scheduler/<id>/actors``.
 
 Sinks share the :class:`Sink` protocol (``write(record)``, ``close()``); :func:`make_sinks`
-builds all that a config asks for.
+builds all that a config asks for; plugins add trackers through the hook
+``mtrl_register_trackers``, selected by :func:`tracker_factories`.
 """
 
-from mtrl.tracking.factory import TrackerFactory, make_sinks
+from mtrl.tracking.factory import TrackerFactory, make_sinks, tracker_factories
 from mtrl.tracking.sinks import JsonlSink, Sink, SinkGroup
 
-__all__ = ["JsonlSink", "Sink", "SinkGroup", "TrackerFactory", "make_sinks"]
+__all__ = ["JsonlSink", "Sink", "SinkGroup", "TrackerFactory", "make_sinks", "tracker_factories"]

@@ -1,4 +1,7 @@
-"""``make_sinks``: every tracker a config asks for, behind one :class:`~mtrl.tracking.Sink`."""
+"""``make_sinks``: every tracker a config asks for, behind one :class:`~mtrl.tracking.Sink`.
+
+Plugin trackers (hook ``mtrl_register_trackers``) reach it through :func:`tracker_factories`.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +9,59 @@ import importlib.util
 import logging
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mtrl.config import ExperimentConfig
 from mtrl.tracking.console import make_console
 from mtrl.tracking.csv_sink import CsvSink
 from mtrl.tracking.sinks import JsonlSink, Sink, SinkGroup
 
+if TYPE_CHECKING:
+    from mtrl.plugins import Plugins
+    from mtrl.plugins.tracker_registrar import TrackerSpec
+
 log = logging.getLogger("mtrl.tracking")
 
 #: ``factory(cfg, run_dir, task_names) -> Sink | None``; what tracker plugins register.
+#: A factory with a ``label`` attribute is reported by it, else by its ``__qualname__``.
 TrackerFactory = Callable[[ExperimentConfig, "Path | None", list[str]], "Sink | None"]
+
+
+@dataclass(frozen=True)
+class PluginTracker:
+    """A registered tracker's factory, labelled with its name and plugin for reports."""
+
+    spec: TrackerSpec
+
+    @property
+    def label(self) -> str:
+        return f"tracker {self.spec.name!r} (plugin {self.spec.plugin!r})"
+
+    def __call__(
+        self, cfg: ExperimentConfig, run_dir: Path | None, task_names: list[str]
+    ) -> Sink | None:
+        return self.spec.factory(cfg, run_dir, task_names)
+
+
+def tracker_factories(cfg: ExperimentConfig, plugins: Plugins) -> list[TrackerFactory]:
+    """The plugin trackers ``cfg.tracking.trackers`` selects (None: all registered), in order.
+
+    An unknown name raises :class:`~mtrl.plugins.tracker_registrar.UnknownTrackerError` with
+    the closest registered one; a name listed twice runs once.
+    """
+    chosen = cfg.tracking.trackers
+    registry = plugins.trackers
+    names = registry.names() if chosen is None else list(dict.fromkeys(chosen))
+    return [PluginTracker(registry.get(name)) for name in names]
+
+
+def _label(factory: Any) -> str:
+    return (
+        getattr(factory, "label", None)
+        or f"tracker {getattr(factory, '__qualname__', None) or repr(factory)}"
+    )
 
 
 def wandb_enabled(cfg: ExperimentConfig) -> bool:
@@ -69,20 +113,23 @@ def make_sinks(
         try:
             sink = factory(cfg, run_dir, list(task_names))
         except Exception as e:
-            what = getattr(factory, "__qualname__", repr(factory))
-            log.warning("tracking: tracker %s failed to start and is left out: %s", what, e)
+            log.warning(
+                "tracking: %s failed to start and is left out: %s: %s",
+                _label(factory),
+                type(e).__name__,
+                e,
+            )
             continue
         if sink is None:
             continue
         if not isinstance(sink, Sink):
-            what = getattr(factory, "__qualname__", repr(factory))
             log.warning(
-                "tracking: tracker %s returned a %s, which has no write/close; left out",
-                what,
+                "tracking: %s returned a %s, which has no write/close; left out",
+                _label(factory),
                 type(sink).__name__,
             )
             continue
-        sinks.add(sink)
+        sinks.add(sink, getattr(factory, "label", None))
     view = make_console(
         console or tc.console,
         list(task_names),

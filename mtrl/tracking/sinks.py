@@ -60,6 +60,7 @@ class SinkGroup:
 
     def __init__(self, sinks: Iterable[Sink] = ()) -> None:
         self.sinks: list[Sink] = list(sinks)
+        self._labels: dict[int, str] = {}
 
     def __iter__(self) -> Iterator[Sink]:
         return iter(self.sinks)
@@ -67,8 +68,11 @@ class SinkGroup:
     def __len__(self) -> int:
         return len(self.sinks)
 
-    def add(self, sink: Sink) -> None:
+    def add(self, sink: Sink, label: str | None = None) -> None:
+        """Append ``sink``; ``label`` names it in failure reports (default: its class name)."""
         self.sinks.append(sink)
+        if label:
+            self._labels[id(sink)] = label
 
     def write(self, record: dict[str, Any]) -> None:
         for sink in list(self.sinks):
@@ -76,19 +80,22 @@ class SinkGroup:
                 sink.write(record)
             except Exception as e:
                 self.sinks.remove(sink)
-                log.warning("tracking: %s failed and is turned off: %s", _name(sink), _short(e))
+                log.warning(
+                    "tracking: %s failed and is turned off: %s", self._name(sink), _short(e)
+                )
+                self._labels.pop(id(sink), None)
 
     def close(self) -> None:
         for sink in reversed(self.sinks):
             try:
                 sink.close()
             except Exception as e:
-                log.warning("tracking: closing %s failed: %s", _name(sink), _short(e))
+                log.warning("tracking: closing %s failed: %s", self._name(sink), _short(e))
         self.sinks = []
+        self._labels = {}
 
-
-def _name(sink: object) -> str:
-    return type(sink).__name__
+    def _name(self, sink: object) -> str:
+        return self._labels.get(id(sink)) or type(sink).__name__
 
 
 def _short(e: BaseException) -> str:

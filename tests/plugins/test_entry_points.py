@@ -29,6 +29,34 @@ def mtrl_register_envs(register):
     register.env("Balance-v0", _make, description="CartPole under another name")
 """
 
+TRACKER_PLUGIN = """
+import json
+import os
+
+from mtrl.plugins import hookimpl
+
+
+class _Log:
+    def __init__(self, path):
+        self._f = open(path, "a", encoding="utf-8")
+
+    def write(self, record):
+        self._f.write(json.dumps(record) + "\\n")
+        self._f.flush()
+
+    def close(self):
+        self._f.close()
+
+
+def _make(cfg, run_dir, task_names):
+    return _Log(os.environ["FILELOG_PATH"])  # a KeyError when unset: reported, left out
+
+
+@hookimpl
+def mtrl_register_trackers(register):
+    register.tracker("filelog", _make, description="records to $FILELOG_PATH")
+"""
+
 BROKEN_PLUGIN = """
 raise ImportError("libfoosim.so: cannot open shared object file")
 """
@@ -62,6 +90,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pkgs = [
         _package(root, "mtrl-toy", "mtrl_toy", "toy", GOOD_PLUGIN),
         _package(root, "mtrl-broken", "mtrl_broken", "broken", BROKEN_PLUGIN),
+        _package(root, "mtrl-filelog", "mtrl_filelog", "filelog", TRACKER_PLUGIN),
     ]
     subprocess.run(
         [
@@ -154,3 +183,54 @@ def test_installed_plugin_env_passes_conformance_in_spawned_workers(site: Path) 
     )
     assert res.returncode == 0, res.stderr
     assert "spawn" in res.stdout.strip().split(",")  # the worker rebuilt the registry itself
+
+
+TRACKER_RUN = """
+import logging, sys
+from mtrl.config import load_config
+from mtrl.plugins import get_plugins
+from mtrl.tracking import make_sinks, tracker_factories
+
+logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+plugins = get_plugins()
+cfg = load_config(sys.argv[1], env_ids=plugins.envs.ids(),
+                  tracker_names=plugins.trackers.names())
+sinks = make_sinks(cfg, None, ["t"], tracker_factories(cfg, plugins), console="quiet")
+sinks.write({"charts/env_steps": 7})
+sinks.close()
+"""
+
+
+def test_installed_tracker_is_listed_validated_and_runs(site: Path, tmp_path: Path) -> None:
+    infos = _infos(_mtrl("plugins", "--json", site=site).stdout)
+    filelog = infos["filelog"]
+    assert (filelog["status"], filelog["hooks"], filelog["trackers"]) == (
+        "ok",
+        ["mtrl_register_trackers"],
+        ["filelog"],
+    )
+    assert infos["toy"]["trackers"] == []
+
+    base = "tasks:\n  - env: gymnasium/CartPole-v1\ntracking:\n  wandb: {mode: disabled}\n"
+    typo, good = tmp_path / "typo.yaml", tmp_path / "good.yaml"
+    typo.write_text(base + "  trackers: [filelgo]\n")
+    good.write_text(base + "  trackers: [filelog]\n")
+    res = _mtrl("validate", str(typo), site=site)
+    assert res.returncode == 2
+    assert "tracking.trackers[0]: unknown tracker 'filelgo'; did you mean 'filelog'?" in res.stderr
+    assert _mtrl("validate", str(good), site=site).returncode == 0
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MTRL_")}
+    environ["PYTHONPATH"] = str(site)
+    environ["MTRL_DISABLE_PLUGINS"] = "envpool,pettingzoo,tensor,chaos"
+    run = [sys.executable, "-c", TRACKER_RUN, str(good)]
+    log = tmp_path / "metrics.jsonl"
+    res = subprocess.run(
+        run, capture_output=True, text=True, env={**environ, "FILELOG_PATH": str(log)}, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [{"charts/env_steps": 7}]
+    res = subprocess.run(run, capture_output=True, text=True, env=environ, timeout=120)
+    assert res.returncode == 0, res.stderr  # the run goes on without the tracker
+    assert "tracker 'filelog' (plugin 'filelog') failed to start" in res.stderr
+    assert "KeyError: 'FILELOG_PATH'" in res.stderr
