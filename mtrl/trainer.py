@@ -305,9 +305,13 @@ class Trainer:
 
     def _check_faults(self) -> None:
         for ev in self.pool.events():
+            if ev.kind == "quarantine":  # the text names the task, counts, kinds, last error
+                print(f"WARNING: {ev.text}")
+                self.rebalancer.quarantine(ev.task)
+                continue
             name = self.names[ev.task]
             print(f"actor {ev.actor_id} of task {name!r} failed ({ev.kind}): {ev.text}")
-            self.rebalancer.observe_failure(ev.task)
+            self.rebalancer.observe_failure(ev.task, ev.lost_s)
         faults = self.pool.faults
         for i, f in enumerate(faults):
             if f.quarantined:
@@ -315,7 +319,10 @@ class Trainer:
         if all(f.quarantined for f in faults):
             raise UserError(
                 "every task is quarantined after repeated actor failures: "
-                + "; ".join(f"{n}: {f.last_error}" for n, f in zip(self.names, faults, strict=True))
+                + "; ".join(
+                    f"{n}: {f.reason or f.last_error}"
+                    for n, f in zip(self.names, faults, strict=True)
+                )
             )
 
     def _rebalance(self) -> None:
@@ -371,8 +378,8 @@ class Trainer:
             p, f = self.progress[i], self.pool.faults[i]
             record[f"task/{r.name}/env_steps"] = r.env_steps
             record[f"task/{r.name}/episodes"] = r.episodes
-            record[f"task/{r.name}/faults"] = f.faults
-            record[f"task/{r.name}/quarantined"] = int(f.quarantined)
+            for key, value in f.as_metrics().items():
+                record[f"task/{r.name}/{key}"] = value
             record[f"scheduler/{r.name}/actors"] = actors[i]
             if p.env_seconds > 0:
                 record[f"task/{r.name}/env_sps"] = p.env_steps / p.env_seconds

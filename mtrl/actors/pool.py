@@ -7,19 +7,29 @@
   :class:`~mtrl.actors.server.InferenceServer` and unroll slots in shared memory.
 
 The trainer's loop is the same for all: ``get()`` ready unrolls, learn from them,
-``release()`` them, ``publish()`` the new weights. Actors that fail are restarted with
-exponential back-off; a task whose actors keep failing is quarantined (see
-:class:`FaultPolicy`), and the run goes on with the others.
+``release()`` them, ``publish()`` the new weights.
+
+Faults (parallel pools; docs/FAULTS.md): an env that raises or returns NaN/inf, an actor process
+that dies (kill -9, segfault) and an env step that outlives ``step_timeout_s`` are each detected,
+counted per task and kind (:class:`TaskFaults`), reported through :meth:`ParallelPool.events`,
+and the actor is restarted with exponential back-off; the unroll it was filling is dropped, so
+bad data never reaches the learner. A task whose actors fail more than they deliver is
+quarantined (see :class:`FaultPolicy`) and the run goes on with the others. The serial pool is
+for debugging: an env error there propagates with its traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import multiprocessing as mp
 import queue
+import signal
 import threading
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -28,7 +38,7 @@ import torch
 from mtrl.actors import protocol as P
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
-from mtrl.actors.server import ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
+from mtrl.actors.server import FAULT_KINDS, ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
 from mtrl.actors.shm import Arena
 from mtrl.actors.unroll import UnrollBuffer, obs_row, unroll_fields
 from mtrl.actors.worker import ActorSpec, actor_main, slot_arrays
@@ -52,23 +62,147 @@ class TaskSetup:
 
 @dataclass(frozen=True)
 class FaultPolicy:
-    """Restart with back-off ``base · 2^k`` (capped); quarantine after ``max_restarts``."""
+    """How actor faults are handled (docs/FAULTS.md).
+
+    A failed actor is restarted after ``backoff_base_s · 2^(k-1)`` seconds, capped at
+    ``backoff_max_s``, where ``k`` counts the task's failures since its last good unroll.
+
+    Quarantine is rate-based: a task is taken out when, over the last ``window_s`` seconds,
+    more than ``max_restarts`` of its actors failed *and* failures were at least
+    ``max_failure_rate`` of its unroll attempts (failures + unrolls delivered). A task that
+    always fails goes after ``max_restarts + 1`` failures; one that delivers most of its unrolls
+    (say 1% failures, at any number of actors) never does, as a lifetime count would have it.
+    ``window_s=inf, max_failure_rate=0`` gives the lifetime count.
+
+    ``step_timeout_s``: one env step (from the actions' arrival to the next request) slower than
+    this is a hang; ``start_timeout_s``: the same for building and resetting the env;
+    ``stop_timeout_s``: an actor asked to stop that is still running after this is killed.
+    """
 
     max_restarts: int = 5
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
     step_timeout_s: float = 60.0
     start_timeout_s: float = 300.0
+    stop_timeout_s: float = 10.0
+    window_s: float = 300.0
+    max_failure_rate: float = 0.5
+
+    def backoff(self, streak: int) -> float:
+        """Seconds before restarting after the ``streak``-th failure in a row."""
+        return min(self.backoff_base_s * 2.0 ** max(streak - 1, 0), self.backoff_max_s)
+
+    def quarantine_due(self, faults: TaskFaults, now: float) -> bool:
+        """The quarantine rule (class docstring) applied to one task's record."""
+        failures, attempts = faults.recent(now)
+        return failures > self.max_restarts and failures >= self.max_failure_rate * attempts
+
+
+#: The quarantine window is kept as this many time buckets (memory independent of the rate).
+_BUCKETS = 100
 
 
 @dataclass
 class TaskFaults:
-    """Per-task fault counters, reported in metrics."""
+    """One task's fault record: counters for metrics, the quarantine flag and its reason."""
 
     faults: int = 0
+    """Actor failures of every kind."""
     restarts: int = 0
+    """Actors started again after a failure."""
     quarantined: bool = False
+    reason: str = ""
+    """Why the task was quarantined (the message also sent as a ``quarantine`` event)."""
     last_error: str = ""
+    last_kind: str = ""
+    by_kind: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    """Failures per kind: ``raise``, ``nan``, ``exit`` (killed, segfault), ``hang``."""
+    streak: int = 0
+    """Failures since the task's last good unroll (sets the back-off)."""
+    window_s: float = 300.0
+    # [bucket, failures, attempts] per window_s / _BUCKETS seconds, oldest first
+    _buckets: deque = field(default_factory=deque, repr=False)
+    _sums: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+
+    def record_unroll(self, now: float) -> None:
+        """An actor of the task delivered an unroll."""
+        self.streak = 0
+        self._push(now, False)
+
+    def record_fault(self, kind: str, text: str, now: float) -> None:
+        """An actor of the task failed with ``kind`` (one of ``FAULT_KINDS``)."""
+        self.faults += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        self.last_kind, self.last_error = kind, text
+        self.streak += 1
+        self._push(now, True)
+
+    def _bucket(self, t: float) -> int:
+        return math.floor(t * _BUCKETS / self.window_s) if math.isfinite(self.window_s) else 0
+
+    def _push(self, now: float, failed: bool) -> None:
+        key, b = self._bucket(now), self._buckets
+        if not b or b[-1][0] != key:
+            b.append([key, 0, 0])
+        b[-1][1] += failed
+        b[-1][2] += 1
+        self._sums[0] += failed
+        self._sums[1] += 1
+        self.recent(now)
+
+    def recent(self, now: float) -> tuple[int, int]:
+        """``(failures, attempts)`` within the last ``window_s`` seconds (to 1% of it)."""
+        oldest, b = self._bucket(now - self.window_s), self._buckets
+        while b and b[0][0] < oldest:
+            _, failures, attempts = b.popleft()
+            self._sums[0] -= failures
+            self._sums[1] -= attempts
+        return self._sums[0], self._sums[1]
+
+    def kinds_text(self) -> str:
+        """E.g. ``3 raise, 1 hang``."""
+        return ", ".join(f"{n} {k}" for k, n in self.by_kind.items() if n) or "none"
+
+    def as_metrics(self) -> dict[str, float]:
+        """``faults``, ``faults/<kind>``, ``restarts``, ``quarantined``, for metrics under
+        ``task/<name>/``."""
+        out: dict[str, float] = {"faults": self.faults}
+        out.update({f"faults/{k}": n for k, n in self.by_kind.items()})
+        out["restarts"] = self.restarts
+        out["quarantined"] = float(self.quarantined)
+        return out
+
+
+def _describe_exit(code: int | None) -> str:
+    """Why an actor process ended, from its exit code (negative: killed by that signal)."""
+    if code is None:
+        return "the actor process stopped answering (its pipe closed) and could not be reaped"
+    if code >= 0:
+        return f"the actor process exited with status {code} without being asked to stop"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    why = {
+        "SIGKILL": "killed: by hand, or by the kernel's out-of-memory killer",
+        "SIGSEGV": "segmentation fault in the env or a native library; the actor's Python "
+        "stack is on stderr",
+        "SIGBUS": "bus error in the env or a native library",
+        "SIGABRT": "aborted by a native library",
+        "SIGTERM": "terminated from outside",
+    }.get(name)
+    return f"the actor process exited, killed by {name}" + (f" ({why})" if why else "")
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread while starting a worker: the child inherits the mask, so a
+    Ctrl-C during its start-up stays pending until it has chosen to ignore SIGINT."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class SerialPool:
@@ -135,7 +269,13 @@ class SerialPool:
 
 
 class ParallelPool:
-    """Actor workers (processes or threads) fed by a central inference server."""
+    """Actor workers (processes or threads) fed by a central inference server.
+
+    Thread-mode actors cannot be killed: a hung one is abandoned (no longer served, its pipe
+    closed so it exits when its step returns) and replaced; it leaks a thread until then
+    (:meth:`abandoned_threads`), and an env that crashes the interpreter takes the learner with
+    it. Use process mode for envs that may hang or crash.
+    """
 
     def __init__(
         self,
@@ -156,8 +296,12 @@ class ParallelPool:
         self.num_slots = num_slots
         self.inference = inference
         self.fault_policy = faults or FaultPolicy()
-        self.faults = [TaskFaults() for _ in tasks]
+        self.faults = [TaskFaults(window_s=self.fault_policy.window_s) for _ in tasks]
         self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            # Starts and restarts fork from a server that has imported the worker and loaded
+            # the plugins once, instead of paying a fresh interpreter's imports each time.
+            self._ctx.set_forkserver_preload(["mtrl.actors.preload"])
         self._outbox: queue.Queue = queue.Queue()
         self.server = InferenceServer(inference, self._outbox)
         self._handles: dict[int, ActorHandle] = {}
@@ -165,14 +309,18 @@ class ParallelPool:
         self._started_per_task: dict[int, int] = defaultdict(int)
         self._restart_at: list[tuple[float, int]] = []  # (monotonic time, task)
         self._events: list[ActorEvent] = []
+        self._abandoned: list[threading.Thread] = []
         self.server.start()
 
     # -- actors -------------------------------------------------------------------------------
     def actors_per_task(self) -> list[int]:
+        """Running actors per task, counting those waiting to be restarted."""
         counts = [0] * len(self.tasks)
         for h in self._handles.values():
             if h.alive and not h.stopping:
                 counts[h.spec.task] += 1
+        for _, task in self._restart_at:
+            counts[task] += 1
         return counts
 
     def start_actor(self, task: int) -> int:
@@ -214,9 +362,12 @@ class ParallelPool:
             for i in range(self.num_slots)
         ]
         handle = ActorHandle(spec, parent, arena, slots, worker)
-        worker.start()
         if self.mode == "process":
+            with _sigint_blocked():
+                worker.start()
             child.close()  # the child holds its own copy; EOF reaches us when it dies
+        else:
+            worker.start()
         self._handles[actor_id] = handle
         self.server.add(handle)
         return actor_id
@@ -227,24 +378,35 @@ class ParallelPool:
         if h is None or h.stopping:
             return
         h.stopping = True
+        h.stop_sent = time.monotonic()
         h.send(P.STOP)
 
     def set_actors(self, counts: list[int]) -> None:
-        """Start or stop actors so that task ``i`` has ``counts[i]`` of them."""
+        """Start or stop actors so that task ``i`` has ``counts[i]`` of them (pending restarts
+        count as actors; quarantined tasks get none)."""
         current = self.actors_per_task()
         for task, (have, want) in enumerate(zip(current, counts, strict=True)):
             if self.faults[task].quarantined:
                 want = 0
             for _ in range(want - have):
                 self.start_actor(task)
-            if want < have:
+            excess = have - want
+            while excess > 0 and any(t == task for _, t in self._restart_at):
+                self._restart_at.remove(max(r for r in self._restart_at if r[1] == task))
+                excess -= 1
+            if excess > 0:
                 mine = [
                     h.spec.actor_id
                     for h in self._handles.values()
                     if h.spec.task == task and h.alive and not h.stopping
                 ]
-                for actor_id in sorted(mine, reverse=True)[: have - want]:
+                for actor_id in sorted(mine, reverse=True)[:excess]:
                     self.stop_actor(actor_id)
+
+    def abandoned_threads(self) -> int:
+        """Hung thread-mode actors that were given up on and have not returned yet."""
+        self._abandoned = [t for t in self._abandoned if t.is_alive()]
+        return len(self._abandoned)
 
     # -- the trainer's loop -------------------------------------------------------------------
     def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
@@ -265,6 +427,7 @@ class ParallelPool:
             if isinstance(item, ActorEvent):
                 self._on_event(item)
             else:
+                self.faults[item.task].record_unroll(time.monotonic())
                 out.append(item)
             if remaining <= 0 and not out:
                 break
@@ -283,7 +446,7 @@ class ParallelPool:
         self.inference.publish(model, version)
 
     def events(self) -> list[ActorEvent]:
-        """Faults seen since the last call (for logging)."""
+        """Faults and quarantines seen since the last call (for logging and the scheduler)."""
         out, self._events = self._events, []
         return out
 
@@ -291,23 +454,50 @@ class ParallelPool:
     def _on_event(self, ev: ActorEvent) -> None:
         if ev.kind == "server":
             raise RuntimeError(f"the inference server failed: {ev.text}") from self.server.error
-        self._events.append(ev)
-        f = self.faults[ev.task]
-        f.faults += 1
-        f.last_error = ev.text
+        now = time.monotonic()
+        fp, f = self.fault_policy, self.faults[ev.task]
         h = self._handles.get(ev.actor_id)
+        text = ev.text
         if h is not None:
-            self._kill(h)
-        if f.faults > self.fault_policy.max_restarts:
-            if not f.quarantined:
-                f.quarantined = True
-                for other in list(self._handles.values()):
-                    if other.spec.task == ev.task:
-                        self.stop_actor(other.spec.actor_id)
+            h.handled = True
+            # A hung actor is killed at once; one that failed is exiting: give it a moment so
+            # its exit code is its own.
+            code = self._kill(h, grace=0.0 if ev.kind == "hang" else 2.0)
+            if ev.kind == "exit" and self.mode == "process":
+                text = _describe_exit(code)
+            elif ev.kind == "hang":
+                text += (
+                    "; thread-mode actors cannot be killed: the thread is abandoned and leaks "
+                    "until its step returns (use process mode for envs that may hang)"
+                    if self.mode == "thread"
+                    else "; the actor process was killed"
+                )
+        f.record_fault(ev.kind, text, now)
+        delay = fp.backoff(f.streak)
+        since = (h.last_unroll or h.started) if h is not None else now
+        self._events.append(replace(ev, text=text, lost_s=now - since + delay))
+        if f.quarantined:
             return
-        fp = self.fault_policy
-        delay = min(fp.backoff_base_s * 2 ** (f.faults - 1), fp.backoff_max_s)
-        self._restart_at.append((time.monotonic() + delay, ev.task))
+        if fp.quarantine_due(f, now):
+            self._quarantine(ev.task, *f.recent(now))
+            return
+        self._restart_at.append((now + delay, ev.task))
+
+    def _quarantine(self, task: int, failures: int, attempts: int) -> None:
+        """Take ``task`` out of the run: no restarts, its actors stopped, a clear message."""
+        f, fp = self.faults[task], self.fault_policy
+        f.quarantined = True
+        f.reason = (
+            f"task {self.tasks[task].name!r} quarantined: {failures} of its {attempts} unroll "
+            f"attempts in the last {fp.window_s:g}s failed (scheduler.max_restarts="
+            f"{fp.max_restarts}); faults so far: {f.kinds_text()}; last error ({f.last_kind}): "
+            f"{f.last_error}. Its actors are stopped; the other tasks keep training."
+        )
+        self._restart_at = [r for r in self._restart_at if r[1] != task]
+        for h in list(self._handles.values()):
+            if h.spec.task == task:
+                self.stop_actor(h.spec.actor_id)
+        self._events.append(ActorEvent(-1, task, "quarantine", f.reason))
 
     def _supervise(self) -> None:
         """Restart due actors; kill actors stuck in one env step past the timeout."""
@@ -320,6 +510,8 @@ class ParallelPool:
                 self.start_actor(task)
         fp = self.fault_policy
         for h in list(self._handles.values()):
+            if h.alive and h.stopping and now - (h.stop_sent or now) > fp.stop_timeout_s:
+                self._kill(h, grace=0.0)  # asked to stop long ago: stuck in its env
             if not h.alive or h.stopping:
                 self._reap(h)
                 continue
@@ -327,29 +519,36 @@ class ParallelPool:
                 text = f"an env step took longer than step_timeout_s={fp.step_timeout_s:g}"
                 self.server.mark_lost(h, "hang", text)
             elif not h.ready and now - h.started > fp.start_timeout_s:
-                self.server.mark_lost(h, "hang", f"did not start within {fp.start_timeout_s:g}s")
+                text = f"building and resetting the env took longer than {fp.start_timeout_s:g}s"
+                self.server.mark_lost(h, "hang", text)
 
-    def _kill(self, h: ActorHandle) -> None:
+    def _kill(self, h: ActorHandle, grace: float) -> int | None:
+        """Take ``h`` out of service and end its process (after ``grace`` seconds to exit on
+        its own); returns the exit code. A live thread is abandoned instead."""
         h.alive = False
         self.server.remove(h.spec.actor_id)
         w = h.worker
         if isinstance(w, threading.Thread):
-            return  # a thread cannot be killed; it exits on its own or with the process
+            if w.is_alive():
+                self._abandoned.append(w)
+            return None
+        if grace > 0:
+            w.join(timeout=grace)
         if w.is_alive():
             w.kill()
         w.join(timeout=5)
+        return w.exitcode
 
     def _reap(self, h: ActorHandle) -> None:
         """Forget an actor that is gone once the learner has given back all its slots."""
         if h.alive and not h.stopping:
             return
-        w = h.worker
-        if w.is_alive():
-            if not h.stopping:
-                return
-            w.join(timeout=0)
-            if w.is_alive():
-                return
+        if h.alive and h.worker.is_alive():
+            return  # asked to stop and still winding down
+        if not h.stopping and not h.handled:
+            return  # failed: its event, still queued, needs the handle
+        # Gone, killed, or an abandoned thread: closing our end of its pipe makes the latter
+        # exit as soon as its env step returns.
         self.server.remove(h.spec.actor_id)
         if not h.outstanding:
             h.conn.close()
@@ -357,15 +556,19 @@ class ParallelPool:
             self._handles.pop(h.spec.actor_id, None)
 
     def close(self) -> None:
-        for h in list(self._handles.values()):
+        """Stop every actor (kill processes that do not stop within ``stop_timeout_s``)."""
+        live = [h for h in self._handles.values() if h.alive]
+        for h in live:
             h.stopping = True
             h.send(P.STOP)
-        deadline = time.monotonic() + 10
-        for h in list(self._handles.values()):
+        deadline = time.monotonic() + self.fault_policy.stop_timeout_s
+        for h in live:
             h.worker.join(timeout=max(deadline - time.monotonic(), 0.1))
-            if isinstance(h.worker, mp.process.BaseProcess) and h.worker.is_alive():
-                h.worker.kill()
-                h.worker.join(timeout=5)
+        for h in self._handles.values():
+            w = h.worker
+            if isinstance(w, mp.process.BaseProcess) and w.is_alive():
+                w.kill()
+                w.join(timeout=5)
         self.server.stop()
         for h in list(self._handles.values()):
             h.conn.close()

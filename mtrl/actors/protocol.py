@@ -4,7 +4,8 @@ Arrays live in shared memory (:mod:`mtrl.actors.shm`); these messages only say w
 step they concern. Per step an actor sends 7 bytes and receives 1.
 
 actor → server: ``ACT(slot, t)`` "actions for step t of slot, please"; ``UNROLL(info)`` "slot is
-full" with episode returns and timings (pickled, once per unroll); ``FAULT(text)`` before dying.
+full" with episode returns and timings (pickled, once per unroll); ``FAULT(kind, text)`` before
+dying (``kind`` is ``raise`` or ``nan``).
 server → actor: ``GO`` "your actions are written"; ``RELEASE(slot)`` "the learner is done with
 slot"; ``STOP``.
 """
@@ -54,12 +55,16 @@ def unroll(info: UnrollInfo) -> bytes:
     return UNROLL + pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def fault(text: str) -> bytes:
-    return FAULT + text.encode("utf-8", "replace")
+def fault(kind: str, text: str) -> bytes:
+    return FAULT + kind.encode("ascii") + b"\n" + text.encode("utf-8", "replace")
+
+
+def parse_fault(msg: bytes) -> tuple[str, str]:
+    """``(kind, text)`` of a ``FAULT`` message."""
+    kind, _, text = msg[1:].partition(b"\n")
+    return kind.decode("ascii", "replace"), text.decode("utf-8", "replace")
 
 
 def parse_payload(msg: bytes) -> object:
-    """The body of an ``UNROLL`` (an :class:`UnrollInfo`) or ``FAULT`` (a string) message."""
-    if msg[:1] == UNROLL:
-        return pickle.loads(msg[1:])
-    return msg[1:].decode("utf-8", "replace")
+    """The :class:`UnrollInfo` of an ``UNROLL`` message."""
+    return pickle.loads(msg[1:])

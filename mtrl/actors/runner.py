@@ -28,14 +28,23 @@ class EnvFault(RuntimeError):
     """The env misbehaved (raised, or returned non-finite numbers); the unroll is unusable."""
 
 
-def _check_finite(obs: Any, reward: np.ndarray, what: str) -> None:
-    if not np.isfinite(reward).all():
+class NonFiniteError(EnvFault):
+    """The env returned NaN or inf; raised *before* the step is written, so the bad numbers
+    never reach an unroll (actor workers report it as a fault of kind ``nan``)."""
+
+
+def _check_finite(obs: Any, reward: np.ndarray | None, what: str) -> None:
+    if reward is not None and not np.isfinite(reward).all():
         bad = np.flatnonzero(~np.isfinite(reward))
-        raise EnvFault(f"{what}: non-finite reward in env copies {bad[:8].tolist()}")
-    arrays = obs.values() if isinstance(obs, dict) else (obs,)
-    for arr in arrays:
+        raise NonFiniteError(
+            f"{what}: non-finite reward {reward[bad[0]]} in env copies {bad[:8].tolist()}"
+        )
+    arrays = obs.items() if isinstance(obs, dict) else (("", obs),)
+    for key, arr in arrays:
         if isinstance(arr, np.ndarray) and arr.dtype.kind == "f" and not np.isfinite(arr).all():
-            raise EnvFault(f"{what}: non-finite observation")
+            rows = np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(axis=1))
+            name = f"observation {key!r}" if key else "observation"
+            raise NonFiniteError(f"{what}: non-finite {name} in env copies {rows[:8].tolist()}")
 
 
 class EnvStepper:
@@ -51,6 +60,7 @@ class EnvStepper:
         self.env_steps = 0
         self.env_seconds = 0.0  # time spent inside env.step since the last drain
         self._first_obs = env.reset()
+        _check_finite(self._first_obs, None, f"{name} (reset)")
 
     def start(self, buf: UnrollBuffer) -> None:
         """Write the first observation into row 0 of the first buffer."""

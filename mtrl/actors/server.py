@@ -42,6 +42,9 @@ class ActorHandle:
     alive: bool = True
     stopping: bool = False
     stepping_since: float | None = None  # monotonic time of the last GO, None while waiting
+    last_unroll: float | None = None  # monotonic time of its last finished unroll
+    stop_sent: float | None = None  # monotonic time it was asked to stop
+    handled: bool = False  # the pool has dealt with its failure (kept until then)
     outstanding: set[int] = field(default_factory=set)  # slots the learner holds
     send_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -64,14 +67,26 @@ class ReadyUnroll:
     info: P.UnrollInfo
 
 
+#: Kinds of actor faults: the env raised, returned NaN/inf, the actor process died (kill -9,
+#: segfault, exit), or an env step outlived ``step_timeout_s``.
+FAULT_KINDS = ("raise", "nan", "exit", "hang")
+
+
 @dataclass
 class ActorEvent:
-    """An actor ended without being asked to: ``kind`` is ``fault`` (it said why) or ``exit``."""
+    """Something the trainer should hear about.
+
+    ``kind`` is one of :data:`FAULT_KINDS` (an actor ended without being asked to; ``text``
+    says why), ``quarantine`` (task ``task`` is taken out of the run; ``actor_id`` is -1) or
+    ``server`` (the inference server failed). ``lost_s``: actor seconds the fault cost (the
+    unroll it was filling, plus the restart back-off), for the scheduler's statistics.
+    """
 
     actor_id: int
     task: int
     kind: str
     text: str
+    lost_s: float = 0.0
 
 
 def _concat(parts: list[Any]) -> Any:
@@ -90,6 +105,7 @@ class InferenceServer:
         self.outbox = outbox
         self._actors: dict[int, ActorHandle] = {}
         self._lock = threading.Lock()
+        self._lost_lock = threading.Lock()
         self._wake_r, self._wake_w = Pipe(duplex=False)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mtrl-inference", daemon=True)
@@ -133,7 +149,10 @@ class InferenceServer:
     def _round(self) -> None:
         with self._lock:
             handles = {h.conn: h for h in self._actors.values() if h.alive}
-        ready = wait([*handles, self._wake_r], timeout=0.2)
+        try:
+            ready = wait([*handles, self._wake_r], timeout=0.2)
+        except (OSError, ValueError):
+            return  # the pool closed a lost actor's pipe after the snapshot; look again
         requests: dict[int, list[tuple[ActorHandle, int, int]]] = defaultdict(list)
         for conn in ready:
             if conn is self._wake_r:
@@ -154,20 +173,23 @@ class InferenceServer:
             elif kind == P.UNROLL:
                 info = P.parse_payload(msg)
                 assert isinstance(info, P.UnrollInfo)
+                h.stepping_since = None  # waiting for a free slot is not a hung step
+                h.last_unroll = time.monotonic()
                 h.outstanding.add(info.slot)
                 self.outbox.put(ReadyUnroll(h.spec.actor_id, h.spec.task, h.slots[info.slot], info))
             elif kind == P.READY:
                 h.ready = True
             elif kind == P.FAULT:
-                self.mark_lost(h, "fault", str(P.parse_payload(msg)))
+                self.mark_lost(h, *P.parse_fault(msg))
         for task, reqs in requests.items():
             self._serve(task, reqs)
 
     def mark_lost(self, h: ActorHandle, kind: str, text: str) -> None:
         """Take ``h`` out of service and report why (unless it was asked to stop)."""
-        if not h.alive:
-            return
-        h.alive = False
+        with self._lost_lock:  # the server thread (EOF, FAULT) and the pool (hang) both call
+            if not h.alive:
+                return
+            h.alive = False
         if not h.stopping:
             self.outbox.put(ActorEvent(h.spec.actor_id, h.spec.task, kind, text))
 

@@ -6,11 +6,22 @@ rebuilds the registry from entry points), maps its unroll slots from shared memo
 every step sends ``ACT(slot, t)`` and waits for ``GO`` — the server has then written the actions
 into the slot. A full slot is announced with ``UNROLL`` and belongs to the learner until
 ``RELEASE``; with two or more slots the actor keeps stepping while the learner reads.
+
+Faults: an exception (env build, reset or step) is sent as ``FAULT(kind, text)`` with the
+innermost traceback line before the worker returns; ``kind`` is ``nan`` for non-finite env
+output (:class:`~mtrl.actors.runner.NonFiniteError`), else ``raise``. A worker process ignores
+SIGINT (a Ctrl-C reaches the whole process group; the trainer owns shutdown) and has
+:mod:`faulthandler` on, so a segfaulting env leaves its Python stack on stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
+import multiprocessing as mp
+import os
+import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -18,7 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from mtrl.actors import protocol as P
-from mtrl.actors.runner import EnvStepper
+from mtrl.actors.runner import EnvStepper, NonFiniteError
 from mtrl.actors.shm import Arena, ArenaLayout
 from mtrl.actors.unroll import UnrollBuffer
 
@@ -50,10 +61,32 @@ class _Stopped(Exception):
     pass
 
 
+def _own_process() -> bool:
+    """True in a worker process (not in an actor thread of the learner process)."""
+    return mp.parent_process() is not None and threading.current_thread() is threading.main_thread()
+
+
+#: Set (to the actor id) in the environment of actor worker processes, so code running in
+#: them (fault injection, plugins) can tell it is not in the learner's process.
+ACTOR_PROCESS_ENV = "MTRL_ACTOR_PROCESS"
+
+
+def _setup_process(actor_id: int) -> None:
+    """Ignore Ctrl-C (the parent blocked SIGINT around the start, so none slipped through
+    during start-up), dump the Python stack on fatal signals, say we are an actor."""
+    os.environ[ACTOR_PROCESS_ENV] = str(actor_id)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    faulthandler.enable()
+
+
 def actor_main(spec: ActorSpec, conn: Connection) -> None:
     """Worker entry point; returns when told to stop or when the server goes away."""
+    env: Any = None
     stepper: EnvStepper | None = None
     arena: Arena | None = None
+    if _own_process():
+        _setup_process(spec.actor_id)
     try:
         from mtrl.plugins import get_plugins
 
@@ -65,19 +98,19 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
             for i in range(spec.num_slots)
         ]
         _run(spec, conn, stepper, slots)
-    except (_Stopped, EOFError, BrokenPipeError, KeyboardInterrupt):
+    except (_Stopped, KeyboardInterrupt):
         pass
-    except BaseException as e:
+    except BaseException as e:  # the env's, or the server went away (then the send fails)
         text = "".join(traceback.format_exception_only(type(e), e)).strip()
         where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
         if where is not None:
             text += f" (at {where.filename}:{where.lineno})"
         with contextlib.suppress(OSError):
-            conn.send_bytes(P.fault(text))
+            conn.send_bytes(P.fault("nan" if isinstance(e, NonFiniteError) else "raise", text))
     finally:
-        if stepper is not None:
+        if env is not None:
             with contextlib.suppress(Exception):
-                stepper.close()
+                env.close()
         if arena is not None:
             arena.close()
         conn.close()

@@ -36,6 +36,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "pettingzoo": "mtrl.plugins.builtin.pettingzoo_envs",
     "scheduler": "mtrl.scheduler.builtin",
     "tensor": "mtrl.plugins.builtin.tensor_envs",
+    "chaos": "mtrl.plugins.builtin.chaos",
 }
 ENV_DISABLE_AUTOLOAD = "MTRL_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ONLY = "MTRL_PLUGINS"

@@ -44,7 +44,10 @@ def test_layout_aligns_every_array_to_64_bytes():
 
 def test_dict_observations_nest_by_slash_and_share_memory():
     obs_space = spaces.Dict(
-        {"image": spaces.Box(0, 255, (2, 3), np.uint8), "inner": spaces.Dict({"v": spaces.Discrete(3)})}
+        {
+            "image": spaces.Box(0, 255, (2, 3), np.uint8),
+            "inner": spaces.Dict({"v": spaces.Discrete(3)}),
+        }
     )
     fields = unroll_fields(4, 2, obs_space, spaces.Box(-1, 1, (2,)))
     assert fields["obs/image"] == ((5, 2, 2, 3), np.dtype(np.uint8))
