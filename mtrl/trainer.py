@@ -24,9 +24,11 @@ from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import FaultPolicy, ParallelPool, SerialPool, TaskSetup
 from mtrl.actors.server import ReadyUnroll
 from mtrl.actors.transfer import to_task_batch
+from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.errors import EnvKwargsError, UserError
+from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.parallel import make_learner
@@ -77,12 +79,34 @@ class TaskProgress:
     samples: int = 0  # env steps delivered to the learner
 
 
-def _build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int) -> BatchEnv:
+def _build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed: int) -> BatchEnv:
     task = cfg.tasks[i]
     try:
-        return spec.build(num_envs, cfg.task_seed(i), **task.env_kwargs)
+        return spec.build(num_envs, seed, **task.env_kwargs)
     except EnvKwargsError as e:
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
+
+
+def _build_anakin_env(
+    spec: EnvSpec, cfg: ExperimentConfig, i: int, seed: int, device: torch.device
+) -> BatchEnv:
+    """Task ``i``'s tensor-native env on the learner's device (Anakin)."""
+    task = cfg.tasks[i]
+    kwargs = {**task.env_kwargs, "device": str(device)}
+    try:
+        env = spec.build(task.num_envs, seed, **kwargs)
+    except (EnvKwargsError, TypeError) as e:
+        raise UserError(
+            f"tasks[{i}] ({task.env}): anakin needs a tensor-native env that takes a `device` "
+            f"(e.g. tensor/CartPole-v1; `mtrl envs --plugin tensor`): {e}"
+        ) from e
+    if not hasattr(env, "step_tensor"):
+        env.close()
+        raise UserError(
+            f"tasks[{i}] ({task.env}): anakin needs a tensor-native env "
+            "(e.g. tensor/CartPole-v1; `mtrl envs --plugin tensor`)"
+        )
+    return env
 
 
 class Trainer:
@@ -119,18 +143,26 @@ class Trainer:
         self.tracker: Any = None
         self.rebalancer = Rebalancer(cfg, plugins)
         serial = cfg.actors.mode == "serial"
-        envs: list[BatchEnv] = []
+        envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
+        self.anakin: list[AnakinRunner] = []
         try:
-            setups = []
+            setups: list[TaskSetup] = []
             for i, (task, spec) in enumerate(zip(cfg.tasks, self.specs, strict=True)):
-                obs_space, act_space = self._spaces(spec, i, envs if serial else None)
+                seed = cfg.task_seed(i) + seed_offset
+                env = None
+                if task.anakin:
+                    env = _build_anakin_env(spec, cfg, i, seed, device)
+                elif serial:
+                    env = _build_env(spec, cfg, i, task.num_envs, seed)
+                envs.append(env)
+                obs_space, act_space = self._spaces(spec, i, env)
                 setups.append(
                     TaskSetup(
                         index=i,
                         name=task.key,
                         env_id=task.env,
                         num_envs=task.num_envs,
-                        seed=cfg.task_seed(i) + seed_offset,
+                        seed=seed,
                         reward_scale=task.reward_scale,
                         observation_space=obs_space,
                         action_space=act_space,
@@ -142,13 +174,26 @@ class Trainer:
             self.learner = make_learner(model, cfg.learner, self.names, self.ctx, device)
             self.model = self.learner.model
             unroll = cfg.learner.unroll_length
+            local = set(self.learner.local_tasks)  # all, unless tasks are sharded over ranks
+            actor_tasks: list[TaskSetup | None] = [
+                s if i in local and not cfg.tasks[i].anakin else None for i, s in enumerate(setups)
+            ]
+            for i, env in enumerate(envs):
+                if env is None:
+                    continue
+                if cfg.tasks[i].anakin and i in local:
+                    task = cfg.tasks[i]
+                    self.anakin.append(AnakinRunner(i, env, unroll, task.reward_scale))
+                elif actor_tasks[i] is None:
+                    env.close()
+                    envs[i] = None
             if serial:
                 inference = InferenceModel(self.model, shared=True)
-                self.pool = SerialPool(setups, envs, unroll, inference)
+                self.pool = SerialPool(actor_tasks, envs, unroll, inference)
             else:
                 sc = cfg.scheduler
                 self.pool = ParallelPool(
-                    setups,
+                    actor_tasks,
                     unroll,
                     InferenceModel(self.model),
                     mode=cfg.actors.mode,
@@ -161,7 +206,8 @@ class Trainer:
                 self.pool.set_actors(self.rebalancer.initial().counts)
         except BaseException:
             for env in envs:
-                env.close()
+                if env is not None:
+                    env.close()
             self.close()
             raise
         self.progress = [TaskProgress() for _ in cfg.tasks]
@@ -183,23 +229,18 @@ class Trainer:
             console=None if console else "quiet",
         )
 
-    def _spaces(
-        self, spec: EnvSpec, i: int, keep: list[BatchEnv] | None
-    ) -> tuple[gym.Space, gym.Space]:
-        """A task's spaces. Serial mode builds (and keeps) the env; parallel mode asks the spec,
-        building one copy here only when kwargs may change the spaces."""
-        task = self.cfg.tasks[i]
-        if keep is not None:
-            env = _build_env(spec, self.cfg, i, task.num_envs)
-            keep.append(env)
+    def _spaces(self, spec: EnvSpec, i: int, env: BatchEnv | None) -> tuple[gym.Space, gym.Space]:
+        """A task's spaces: from its env when built here, else from the spec (building one copy
+        only when kwargs may change the spaces)."""
+        if env is not None:
             return env.single_observation_space, env.single_action_space
-        if not task.env_kwargs:
+        if not self.cfg.tasks[i].env_kwargs:
             return spec.observation_space, spec.action_space
-        env = _build_env(spec, self.cfg, i, 1)
+        probe = _build_env(spec, self.cfg, i, 1, self.cfg.task_seed(i))
         try:
-            return env.single_observation_space, env.single_action_space
+            return probe.single_observation_space, probe.single_action_space
         finally:
-            env.close()
+            probe.close()
 
     @property
     def env_steps(self) -> int:
@@ -214,16 +255,23 @@ class Trainer:
         metrics: dict[str, float] = {}
         self._stop = False
         done = False
+        on_device: list[TaskBatch] = []  # Anakin batches
+        wait = 0.0 if self.anakin else 1.0  # Anakin tasks always have work: never block
         while not done:
-            for ru in self.pool.get(timeout=1.0):
+            for ru in self.pool.get(timeout=wait):
                 self._accept(ru)
                 pending.append(ru)
                 columns += ru.buffer.num_envs
+            for runner in self.anakin:
+                on_device.append(runner.collect(self.model, self.learner.version))
+                self.progress[runner.task].env_steps += runner.unroll_length * runner.env.num_envs
+                columns += runner.env.num_envs
             self._check_faults()
             learned = columns >= cfg.learner.batch_size
             if learned:
-                metrics = self._learn(pending)
-                pending, columns = [], 0
+                metrics = self._learn(pending, on_device)
+                pending, on_device, columns = [], [], 0
+                self._drain_anakin_episodes()
             done = self._done(learned)
             self._rebalance()
             now = time.perf_counter()
@@ -249,6 +297,16 @@ class Trainer:
             self.save_checkpoint(seconds)
         steps = max(self.total_env_steps, self.env_steps)
         return TrainResult(self.run_dir, steps, self.updates, seconds, self.results())
+
+    def _drain_anakin_episodes(self) -> None:
+        """Move finished Anakin episodes (kept on the device) into the task's counters."""
+        for runner in self.anakin:
+            returns, lengths = runner.episodes.drain()
+            p = self.progress[runner.task]
+            p.episodes += len(returns)
+            p.returns.extend(returns)
+            p.lengths.extend(lengths)
+            self.rebalancer.observe_episodes(runner.task, returns)
 
     def _done(self, learned: bool) -> bool:
         """Whether to stop. Replicas decide together right after each update (all call it the
@@ -283,10 +341,12 @@ class Trainer:
         p.returns.extend(info.episode_returns)
         p.lengths.extend(info.episode_lengths)
 
-    def _learn(self, pending: list[ReadyUnroll]) -> dict[str, float]:
+    def _learn(self, pending: list[ReadyUnroll], on_device: list[TaskBatch]) -> dict[str, float]:
         device = self.learner.device
-        lag_max = max(self.learner.version - ru.buffer.policy_version for ru in pending)
-        batches = [to_task_batch(ru.buffer, device) for ru in pending]
+        lag_max = max(
+            (self.learner.version - ru.buffer.policy_version for ru in pending), default=0
+        )
+        batches = [to_task_batch(ru.buffer, device) for ru in pending] + on_device
         copied = device.type != "cpu"  # on the CPU the batch is a view of the unroll slots
         if copied:
             for ru in pending:
@@ -478,6 +538,9 @@ class Trainer:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        for runner in getattr(self, "anakin", []):
+            runner.close()
+        self.anakin = []
         if self.tracker is not None:
             self.tracker.close()
             self.tracker = None

@@ -212,22 +212,24 @@ class SerialPool:
 
     def __init__(
         self,
-        tasks: list[TaskSetup],
-        envs: list[BatchEnv],
+        tasks: list[TaskSetup | None],
+        envs: list[BatchEnv | None],
         unroll_length: int,
         inference: InferenceModel,
     ) -> None:
+        """``tasks[i]`` is None for a task this pool does not run (Anakin, another rank's)."""
         self.tasks = tasks
         self.inference = inference
         self.actors = [
             SerialActor(t.index, env, unroll_length, t.reward_scale, t.name)
             for t, env in zip(tasks, envs, strict=True)
+            if t is not None and env is not None
         ]
         self.faults = [TaskFaults() for _ in tasks]
         self._owner: dict[int, SerialActor] = {}
 
     def actors_per_task(self) -> list[int]:
-        return [1] * len(self.tasks)
+        return [int(t is not None) for t in self.tasks]
 
     def _act(self, buf: UnrollBuffer, t: int) -> None:
         raw, logp, version = self.inference.act(buf.task, obs_row(buf.obs, t))
@@ -279,7 +281,7 @@ class ParallelPool:
 
     def __init__(
         self,
-        tasks: list[TaskSetup],
+        tasks: list[TaskSetup | None],
         unroll_length: int,
         inference: InferenceModel,
         *,
@@ -386,7 +388,7 @@ class ParallelPool:
         count as actors; quarantined tasks get none)."""
         current = self.actors_per_task()
         for task, (have, want) in enumerate(zip(current, counts, strict=True)):
-            if self.faults[task].quarantined:
+            if self.faults[task].quarantined or self.tasks[task] is None:
                 want = 0
             for _ in range(want - have):
                 self.start_actor(task)

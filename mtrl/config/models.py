@@ -49,6 +49,10 @@ class TaskConfig(_Model):
     """Mean episode return at which the task counts as solved (reporting, progress scheduling)."""
     seed: int | None = Field(default=None, ge=0)
     """Seed of this task's envs; defaults to the run seed plus the task's index."""
+    anakin: bool = False
+    """Run this task Anakin-style (Podracer): its env must be tensor-native (e.g.
+    ``tensor/CartPole-v1``); it lives on the learner's device and rollouts run there, with no
+    actors and no host copies. Other tasks keep their actors; all share each update."""
 
     @property
     def key(self) -> str:
