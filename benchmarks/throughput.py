@@ -28,18 +28,18 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_result  # noqa: E402
+from _common import machine, write_result
 
-from mtrl.actors.inference import InferenceModel  # noqa: E402
-from mtrl.actors.pool import SerialPool, TaskSetup  # noqa: E402
-from mtrl.actors.transfer import to_task_batch  # noqa: E402
-from mtrl.config import parse_config  # noqa: E402
-from mtrl.learner.distributions import env_actions  # noqa: E402
-from mtrl.learner.learner import Learner  # noqa: E402
-from mtrl.learner.model import MultiTaskModel, TaskSpaces  # noqa: E402
-from mtrl.plugins import get_plugins  # noqa: E402
-from mtrl.plugins.spaces import random_actions  # noqa: E402
-from mtrl.trainer import Trainer  # noqa: E402
+from mtrl.actors.inference import InferenceModel
+from mtrl.actors.pool import SerialPool, TaskSetup
+from mtrl.actors.transfer import to_task_batch
+from mtrl.config import parse_config
+from mtrl.learner.distributions import env_actions
+from mtrl.learner.learner import Learner
+from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.plugins import get_plugins
+from mtrl.plugins.spaces import random_actions
+from mtrl.trainer import Trainer
 
 WORKLOADS = {
     "cartpole": {"env": "gymnasium/CartPole-v1", "num_envs": 32, "actors": 2},
@@ -208,7 +208,7 @@ def run(workloads: list[str], modes: list[str], seconds: float) -> dict[str, Any
 
 
 def _print(name: str, r: dict[str, Any], modes: list[str]) -> None:
-    print = functools.partial(builtins.print, flush=True)  # noqa: A001
+    print = functools.partial(builtins.print, flush=True)
     print(f"\n== {name}: {r['settings']}")
     print(f"(a) env stepping     {r['a_env_sps']:>12,.0f} steps/s")
     print(f"(c) inference        {r['c_inference_sps']:>12,.0f} steps/s")

@@ -49,12 +49,15 @@ class InferenceModel:
                     dst.copy_(src, non_blocking=True)
         self.version = version
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(self, task: int, obs: Any) -> tuple[np.ndarray, np.ndarray, int]:
         """Raw actions and behaviour log-probs for a batch of observations of ``task``
         (sampled, or the mode when ``greedy``) and the version of the weights used."""
         with self._lock:
-            dist, _ = self.model(task, obs_to_tensor(obs, self.device))
+            # The policy only: V-trace recomputes values in the learner.
+            x = obs_to_tensor(obs, self.device)
+            model = self.model
+            dist = model.policy(task, model.embed(task, x), model.action_mask(task, x))
             raw = dist.mode() if self.greedy else dist.sample()
             logp = dist.log_prob(raw)
             version = self.version
