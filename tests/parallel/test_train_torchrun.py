@@ -21,7 +21,7 @@ total_env_steps: 24000
 tasks:
   - env: gymnasium/CartPole-v1
     num_envs: 8
-  - env: minatar/breakout
+  - env: gymnasium/Pendulum-v1
     num_envs: 8
 actors: {{mode: serial}}
 learner: {{batch_size: 16, model: {{encoder_dim: 32, torso: [32]}}}}
