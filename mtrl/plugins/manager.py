@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Literal
@@ -155,11 +155,35 @@ def load_plugins(*, autoload: bool = True, extra: Mapping[str, Any] | None = Non
             info.hooks = sorted(h.name for h in pm.get_hookcallers(obj) or [])
 
     envs = EnvRegistry()
-    _collect_envs(pm, infos, envs)
+    _collect(
+        pm,
+        infos,
+        "mtrl_register_envs",
+        EnvRegistrar,
+        "register.env",
+        envs,
+        lambda info, spec: info.envs.append(spec.id),
+    )
     schedulers = SchedulerRegistry()
-    _collect_schedulers(pm, infos, schedulers)
+    _collect(
+        pm,
+        infos,
+        "mtrl_register_schedulers",
+        SchedulerRegistrar,
+        "register.policy",
+        schedulers,
+        lambda info, spec: info.schedulers.append(spec.name),
+    )
     trackers = TrackerRegistry()
-    _collect_trackers(pm, infos, trackers)
+    _collect(
+        pm,
+        infos,
+        "mtrl_register_trackers",
+        TrackerRegistrar,
+        "register.tracker",
+        trackers,
+        lambda info, spec: info.trackers.append(spec.name),
+    )
     return Plugins(pm=pm, infos=infos, envs=envs, schedulers=schedulers, trackers=trackers)
 
 
@@ -196,61 +220,31 @@ def _call_register_hook(hook: str, impl: Any, info: PluginInfo, registrar: Any, 
     return True
 
 
-def _collect_envs(
-    pm: pluggy.PluginManager, infos: dict[str, PluginInfo], envs: EnvRegistry
+def _collect(
+    pm: pluggy.PluginManager,
+    infos: dict[str, PluginInfo],
+    hook: str,
+    make_registrar: Callable[[str], Any],
+    call: str,
+    registry: Any,
+    listed: Callable[[PluginInfo, Any], None],
 ) -> None:
-    for impl in pm.hook.mtrl_register_envs.get_hookimpls():
-        info = infos[impl.plugin_name]
-        registrar = EnvRegistrar(impl.plugin_name)
-        if not _call_register_hook("mtrl_register_envs", impl, info, registrar, "register.env"):
-            continue
-        for spec in registrar.specs:
-            try:
-                envs.add(spec)
-            except Exception as e:
-                info.fail(str(e))
-                continue
-            info.envs.append(spec.id)
-
-
-def _collect_schedulers(
-    pm: pluggy.PluginManager, infos: dict[str, PluginInfo], schedulers: SchedulerRegistry
-) -> None:
+    """Call ``hook`` of every plugin with its own registrar, isolated per plugin, and add what
+    it registered to ``registry`` (``listed`` notes each item on the plugin's info)."""
     # get_hookimpls() lists plugins in registration order: built-ins first, so they keep
     # their names when a later plugin registers the same one.
-    for impl in pm.hook.mtrl_register_schedulers.get_hookimpls():
+    for impl in getattr(pm.hook, hook).get_hookimpls():
         info = infos[impl.plugin_name]
-        registrar = SchedulerRegistrar(impl.plugin_name)
-        if not _call_register_hook(
-            "mtrl_register_schedulers", impl, info, registrar, "register.policy"
-        ):
+        registrar = make_registrar(impl.plugin_name)
+        if not _call_register_hook(hook, impl, info, registrar, call):
             continue
         for spec in registrar.specs:
             try:
-                schedulers.add(spec)
+                registry.add(spec)
             except Exception as e:
                 info.fail(str(e))
                 continue
-            info.schedulers.append(spec.name)
-
-
-def _collect_trackers(
-    pm: pluggy.PluginManager, infos: dict[str, PluginInfo], trackers: TrackerRegistry
-) -> None:
-    for impl in pm.hook.mtrl_register_trackers.get_hookimpls():
-        info = infos[impl.plugin_name]
-        registrar = TrackerRegistrar(impl.plugin_name)
-        if not _call_register_hook(
-            "mtrl_register_trackers", impl, info, registrar, "register.tracker"
-        ):
-            continue
-        for spec in registrar.specs:
-            try:
-                trackers.add(spec)
-            except Exception as e:
-                info.fail(str(e))
-                continue
-            info.trackers.append(spec.name)
+            listed(info, spec)
 
 
 _CACHED: Plugins | None = None
