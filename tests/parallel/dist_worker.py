@@ -8,10 +8,12 @@ MODE is ``none`` (data parallel), ``task_sharded`` or ``fsdp``; results go to
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from parallel_scenarios import (
     NAMES,
     STEPS,
@@ -34,7 +36,6 @@ def main(out: Path, modes: list[str]) -> None:
     torch.set_num_threads(1)
     ctx = DistContext.from_env()
     ctx.init(torch.device("cpu"), timeout_s=60)
-    done = False
     try:
         for mode in modes:
             model = build_model()
@@ -59,9 +60,16 @@ def main(out: Path, modes: list[str]) -> None:
                 "torso_full_numel": sum(p.numel() for p in model.torso.parameters()),
             }
             torch.save(result, out / f"{mode}_rank{ctx.rank}.pt")
-        done = True
-    finally:
-        ctx.destroy(wait_for_peers=done)
+    except BaseException:
+        ctx.destroy(wait_for_peers=False)
+        raise
+    # Every result is on disk. Leave without tearing gloo down: on a loaded machine its
+    # destructor threads occasionally abort the process ("terminate called without an active
+    # exception") after the work is done, which would fail the launch for nothing.
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
