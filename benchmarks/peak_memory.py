@@ -82,6 +82,23 @@ def _kib_field(path: str, name: str) -> int | None:
     return None
 
 
+def describe(pid: int) -> str:
+    """A short label of a process: the trainer, an actor worker, or its command line."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "?"
+    if "mtrl train" in cmd or cmd.endswith(("quickstart.yaml", ".yaml")):
+        return "trainer"
+    if "resource_tracker" in cmd:
+        return "multiprocessing resource tracker"
+    if "forkserver" in cmd:
+        return "forkserver"
+    if "spawn_main" in cmd:
+        return "actor worker (spawned)"
+    return " ".join(cmd.split())[:80]
+
+
 def memory(pid: int) -> tuple[int, int] | None:
     """(RSS, PSS) in bytes of one process, or None if it is gone."""
     if psutil is not None:
@@ -104,6 +121,7 @@ def measure(cmd: list[str], interval: float, cwd: str) -> dict[str, Any]:
     peak_rss = peak_pss = peak_procs = samples = 0
     peak_at = 0.0
     per_process_peak: dict[int, int] = {}
+    names: dict[int, str] = {}
     timeline: list[tuple[float, float, float]] = []  # (s, RSS sum GiB, PSS sum GiB)
     next_mark = 0.0
     while proc.poll() is None:
@@ -114,6 +132,8 @@ def measure(cmd: list[str], interval: float, cwd: str) -> dict[str, Any]:
                 continue
             rss_sum, pss_sum, n = rss_sum + m[0], pss_sum + m[1], n + 1
             per_process_peak[pid] = max(per_process_peak.get(pid, 0), m[0])
+            if pid not in names:
+                names[pid] = describe(pid)
         samples += 1
         if rss_sum > peak_rss:
             peak_rss, peak_at = rss_sum, time.perf_counter() - t0
@@ -129,13 +149,17 @@ def measure(cmd: list[str], interval: float, cwd: str) -> dict[str, Any]:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out[-4000:]}")
     biggest = sorted(per_process_peak.values(), reverse=True)
+    processes = [
+        {"pid": pid, "role": names.get(pid, "?"), "peak_rss_gib": rss / GIB}
+        for pid, rss in sorted(per_process_peak.items(), key=lambda kv: -kv[1])
+    ]
     return {
         "peak_rss_sum_gib": peak_rss / GIB,
         "peak_pss_sum_gib": peak_pss / GIB,
         "peak_at_s": peak_at,
         "max_processes": peak_procs,
         "largest_process_peak_rss_gib": biggest[0] / GIB if biggest else None,
-        "process_peak_rss_gib": [b / GIB for b in biggest],
+        "processes": processes,
         "samples": samples,
         "timeline_s_rss_pss_gib": timeline,
         "wall_s": wall,
