@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,93 +18,25 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import FaultPolicy, ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
 from mtrl.actors.server import ReadyUnroll
 from mtrl.actors.transfer import to_task_batch
 from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
 from mtrl.config import ExperimentConfig
-from mtrl.errors import EnvKwargsError, UserError
+from mtrl.errors import UserError
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.parallel import make_learner
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
+from mtrl.progress import RECENT_EPISODES, TaskProgress, TaskResult, TrainResult
 from mtrl.scheduler import Rebalancer
+from mtrl.task_envs import build_anakin_env, build_env
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
-
-RECENT_EPISODES = 20
-
-
-@dataclass
-class TaskResult:
-    """How one task ended: recent mean return (unscaled) and normalised score."""
-
-    name: str
-    env_steps: int
-    episodes: int
-    mean_return: float | None
-    normalized_score: float | None
-    target_score: float | None
-
-    @property
-    def solved(self) -> bool | None:
-        if self.target_score is None or self.mean_return is None:
-            return None
-        return self.mean_return >= self.target_score
-
-
-@dataclass
-class TrainResult:
-    run_dir: Path | None
-    env_steps: int
-    updates: int
-    seconds: float
-    tasks: list[TaskResult] = field(default_factory=list)
-
-
-@dataclass
-class TaskProgress:
-    """Running counters of one task, fed by the unrolls that reach the trainer."""
-
-    env_steps: int = 0
-    episodes: int = 0
-    returns: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
-    lengths: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
-    env_seconds: float = 0.0  # inside env.step, summed over actors
-    samples: int = 0  # env steps delivered to the learner
-
-
-def _build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed: int) -> BatchEnv:
-    task = cfg.tasks[i]
-    try:
-        return spec.build(num_envs, seed, **task.env_kwargs)
-    except EnvKwargsError as e:
-        raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
-
-
-def _build_anakin_env(
-    spec: EnvSpec, cfg: ExperimentConfig, i: int, seed: int, device: torch.device
-) -> BatchEnv:
-    """Task ``i``'s tensor-native env on the learner's device (Anakin)."""
-    task = cfg.tasks[i]
-    kwargs = {**task.env_kwargs, "device": str(device)}
-    try:
-        env = spec.build(task.num_envs, seed, **kwargs)
-    except (EnvKwargsError, TypeError) as e:
-        raise UserError(
-            f"tasks[{i}] ({task.env}): anakin needs a tensor-native env that takes a `device` "
-            f"(e.g. tensor/CartPole-v1; `mtrl envs --plugin tensor`): {e}"
-        ) from e
-    if not hasattr(env, "step_tensor"):
-        env.close()
-        raise UserError(
-            f"tasks[{i}] ({task.env}): anakin needs a tensor-native env "
-            "(e.g. tensor/CartPole-v1; `mtrl envs --plugin tensor`)"
-        )
-    return env
 
 
 class Trainer:
@@ -151,9 +81,9 @@ class Trainer:
                 seed = cfg.task_seed(i) + seed_offset
                 env = None
                 if task.anakin:
-                    env = _build_anakin_env(spec, cfg, i, seed, device)
+                    env = build_anakin_env(spec, cfg, i, seed, device)
                 elif serial:
-                    env = _build_env(spec, cfg, i, task.num_envs, seed)
+                    env = build_env(spec, cfg, i, task.num_envs, seed)
                 envs.append(env)
                 obs_space, act_space = self._spaces(spec, i, env)
                 setups.append(
@@ -236,7 +166,7 @@ class Trainer:
             return env.single_observation_space, env.single_action_space
         if not self.cfg.tasks[i].env_kwargs:
             return spec.observation_space, spec.action_space
-        probe = _build_env(spec, self.cfg, i, 1, self.cfg.task_seed(i))
+        probe = build_env(spec, self.cfg, i, 1, self.cfg.task_seed(i))
         try:
             return probe.single_observation_space, probe.single_action_space
         finally:

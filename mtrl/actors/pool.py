@@ -21,13 +21,12 @@ for debugging: an env error there propagates with its traceback.
 from __future__ import annotations
 
 import contextlib
-import math
 import multiprocessing as mp
 import queue
 import signal
 import threading
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,9 +35,10 @@ import gymnasium as gym
 import torch
 
 from mtrl.actors import protocol as P
+from mtrl.actors.faults import FaultPolicy, TaskFaults, describe_exit
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
-from mtrl.actors.server import FAULT_KINDS, ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
+from mtrl.actors.server import ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
 from mtrl.actors.shm import Arena
 from mtrl.actors.unroll import UnrollBuffer, obs_row, unroll_fields
 from mtrl.actors.worker import ActorSpec, actor_main, slot_arrays
@@ -58,140 +58,6 @@ class TaskSetup:
     observation_space: gym.Space
     action_space: gym.Space
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FaultPolicy:
-    """How actor faults are handled (docs/FAULTS.md).
-
-    A failed actor is restarted after ``backoff_base_s · 2^(k-1)`` seconds, capped at
-    ``backoff_max_s``, where ``k`` counts the task's failures since its last good unroll.
-
-    Quarantine is rate-based: a task is taken out when, over the last ``window_s`` seconds,
-    more than ``max_restarts`` of its actors failed *and* failures were at least
-    ``max_failure_rate`` of its unroll attempts (failures + unrolls delivered). A task that
-    always fails goes after ``max_restarts + 1`` failures; one that delivers most of its unrolls
-    (say 1% failures, at any number of actors) never does, as a lifetime count would have it.
-    ``window_s=inf, max_failure_rate=0`` gives the lifetime count.
-
-    ``step_timeout_s``: one env step (from the actions' arrival to the next request) slower than
-    this is a hang; ``start_timeout_s``: the same for building and resetting the env;
-    ``stop_timeout_s``: an actor asked to stop that is still running after this is killed.
-    """
-
-    max_restarts: int = 5
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    step_timeout_s: float = 60.0
-    start_timeout_s: float = 300.0
-    stop_timeout_s: float = 10.0
-    window_s: float = 300.0
-    max_failure_rate: float = 0.5
-
-    def backoff(self, streak: int) -> float:
-        """Seconds before restarting after the ``streak``-th failure in a row."""
-        return min(self.backoff_base_s * 2.0 ** max(streak - 1, 0), self.backoff_max_s)
-
-    def quarantine_due(self, faults: TaskFaults, now: float) -> bool:
-        """The quarantine rule (class docstring) applied to one task's record."""
-        failures, attempts = faults.recent(now)
-        return failures > self.max_restarts and failures >= self.max_failure_rate * attempts
-
-
-#: The quarantine window is kept as this many time buckets (memory independent of the rate).
-_BUCKETS = 100
-
-
-@dataclass
-class TaskFaults:
-    """One task's fault record: counters for metrics, the quarantine flag and its reason."""
-
-    faults: int = 0
-    """Actor failures of every kind."""
-    restarts: int = 0
-    """Actors started again after a failure."""
-    quarantined: bool = False
-    reason: str = ""
-    """Why the task was quarantined (the message also sent as a ``quarantine`` event)."""
-    last_error: str = ""
-    last_kind: str = ""
-    by_kind: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
-    """Failures per kind: ``raise``, ``nan``, ``exit`` (killed, segfault), ``hang``."""
-    streak: int = 0
-    """Failures since the task's last good unroll (sets the back-off)."""
-    window_s: float = 300.0
-    # [bucket, failures, attempts] per window_s / _BUCKETS seconds, oldest first
-    _buckets: deque = field(default_factory=deque, repr=False)
-    _sums: list[int] = field(default_factory=lambda: [0, 0], repr=False)
-
-    def record_unroll(self, now: float) -> None:
-        """An actor of the task delivered an unroll."""
-        self.streak = 0
-        self._push(now, False)
-
-    def record_fault(self, kind: str, text: str, now: float) -> None:
-        """An actor of the task failed with ``kind`` (one of ``FAULT_KINDS``)."""
-        self.faults += 1
-        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-        self.last_kind, self.last_error = kind, text
-        self.streak += 1
-        self._push(now, True)
-
-    def _bucket(self, t: float) -> int:
-        return math.floor(t * _BUCKETS / self.window_s) if math.isfinite(self.window_s) else 0
-
-    def _push(self, now: float, failed: bool) -> None:
-        key, b = self._bucket(now), self._buckets
-        if not b or b[-1][0] != key:
-            b.append([key, 0, 0])
-        b[-1][1] += failed
-        b[-1][2] += 1
-        self._sums[0] += failed
-        self._sums[1] += 1
-        self.recent(now)
-
-    def recent(self, now: float) -> tuple[int, int]:
-        """``(failures, attempts)`` within the last ``window_s`` seconds (to 1% of it)."""
-        oldest, b = self._bucket(now - self.window_s), self._buckets
-        while b and b[0][0] < oldest:
-            _, failures, attempts = b.popleft()
-            self._sums[0] -= failures
-            self._sums[1] -= attempts
-        return self._sums[0], self._sums[1]
-
-    def kinds_text(self) -> str:
-        """E.g. ``3 raise, 1 hang``."""
-        return ", ".join(f"{n} {k}" for k, n in self.by_kind.items() if n) or "none"
-
-    def as_metrics(self) -> dict[str, float]:
-        """``faults``, ``faults/<kind>``, ``restarts``, ``quarantined``, for metrics under
-        ``task/<name>/``."""
-        out: dict[str, float] = {"faults": self.faults}
-        out.update({f"faults/{k}": n for k, n in self.by_kind.items()})
-        out["restarts"] = self.restarts
-        out["quarantined"] = float(self.quarantined)
-        return out
-
-
-def _describe_exit(code: int | None) -> str:
-    """Why an actor process ended, from its exit code (negative: killed by that signal)."""
-    if code is None:
-        return "the actor process stopped answering (its pipe closed) and could not be reaped"
-    if code >= 0:
-        return f"the actor process exited with status {code} without being asked to stop"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    why = {
-        "SIGKILL": "killed: by hand, or by the kernel's out-of-memory killer",
-        "SIGSEGV": "segmentation fault in the env or a native library; the actor's Python "
-        "stack is on stderr",
-        "SIGBUS": "bus error in the env or a native library",
-        "SIGABRT": "aborted by a native library",
-        "SIGTERM": "terminated from outside",
-    }.get(name)
-    return f"the actor process exited, killed by {name}" + (f" ({why})" if why else "")
 
 
 @contextlib.contextmanager
@@ -466,7 +332,7 @@ class ParallelPool:
             # its exit code is its own.
             code = self._kill(h, grace=0.0 if ev.kind == "hang" else 2.0)
             if ev.kind == "exit" and self.mode == "process":
-                text = _describe_exit(code)
+                text = describe_exit(code)
             elif ev.kind == "hang":
                 text += (
                     "; thread-mode actors cannot be killed: the thread is abandoned and leaks "

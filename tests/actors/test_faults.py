@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 import torch
 
+from mtrl.actors.faults import FaultPolicy, TaskFaults
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import FaultPolicy, ParallelPool, TaskFaults, TaskSetup
+from mtrl.actors.pool import ParallelPool, TaskSetup
 from mtrl.actors.runner import EnvStepper, NonFiniteError
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config import ModelConfig

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import FaultPolicy, ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
 from mtrl.config import ModelConfig
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins

@@ -1,0 +1,39 @@
+"""Building a task's batch env from its config: numpy envs for actors, tensor envs for Anakin."""
+
+from __future__ import annotations
+
+import torch
+
+from mtrl.config import ExperimentConfig
+from mtrl.errors import EnvKwargsError, UserError
+from mtrl.plugins import BatchEnv, EnvSpec
+
+
+def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed: int) -> BatchEnv:
+    task = cfg.tasks[i]
+    try:
+        return spec.build(num_envs, seed, **task.env_kwargs)
+    except EnvKwargsError as e:
+        raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
+
+
+def build_anakin_env(
+    spec: EnvSpec, cfg: ExperimentConfig, i: int, seed: int, device: torch.device
+) -> BatchEnv:
+    """Task ``i``'s tensor-native env on the learner's device (Anakin)."""
+    task = cfg.tasks[i]
+    kwargs = {**task.env_kwargs, "device": str(device)}
+    try:
+        env = spec.build(task.num_envs, seed, **kwargs)
+    except (EnvKwargsError, TypeError) as e:
+        raise UserError(
+            f"tasks[{i}] ({task.env}): anakin needs a tensor-native env that takes a `device` "
+            f"(e.g. tensor/CartPole-v1; `mtrl envs --plugin tensor`): {e}"
+        ) from e
+    if not hasattr(env, "step_tensor"):
+        env.close()
+        raise UserError(
+            f"tasks[{i}] ({task.env}): anakin needs a tensor-native env "
+            "(e.g. tensor/CartPole-v1; `mtrl envs --plugin tensor`)"
+        )
+    return env
