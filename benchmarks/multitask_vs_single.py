@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 
-from mtrl.actors.server import ReadyUnroll
+from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.plugins import get_plugins
 from mtrl.trainer import RECENT_EPISODES, Trainer
@@ -72,9 +72,8 @@ class TargetWatch(Trainer):
     def start_clock(self) -> None:
         self.t0 = time.perf_counter()
 
-    def _accept(self, ru: ReadyUnroll) -> None:
-        super()._accept(ru)
-        i, p = ru.task, self.progress[ru.task]
+    def on_unroll(self, task: int, info: UnrollInfo) -> None:
+        i, p = task, self.progress[task]
         target = self.cfg.tasks[i].target_score
         mean = sum(p.returns) / len(p.returns) if p.returns else None
         if (

@@ -15,32 +15,27 @@ reference run's, with the median over tasks (the mean of the last 20 episodes is
 Target: with PopArt every task ≥ 90% of its original-scale result. ``--beta`` sets PopArt's
 step size for both PopArt runs; ``--extra-beta`` adds scaled runs with other step sizes.
 
-``--proposed-init`` (about 4 more minutes) adds a reference and a scaled run with the PopArt
-initialisation proposed for mtrl/learner (:func:`_first_batch_popart_update`, swapped in for those
-runs only); their % are against that reference, which is itself compared with the stock one.
+PopArt's statistics are set from each task's first batch of targets (mtrl's default,
+``popart.init_from_first_batch``). ``--stock-init`` (about 4 more minutes) adds a reference and
+a scaled run with the paper's start instead (μ = 0, ν = 1, moved by β from the first update);
+their % are against that reference.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 
-from mtrl.actors.server import ReadyUnroll
+from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import ExperimentConfig, parse_config
-from mtrl.learner import popart
-from mtrl.learner.learner import Learner
 from mtrl.plugins import get_plugins
 from mtrl.trainer import Trainer
 
@@ -69,9 +64,10 @@ SETTINGS: dict[str, Any] = {
 
 
 def make_config(
-    scaled: bool, popart: bool, beta: float, run_dir: str, seed: int
+    scaled: bool, popart: bool, beta: float, run_dir: str, seed: int, stock: bool = False
 ) -> ExperimentConfig:
-    """One run's config: ``scaled`` applies ``SCALES``; ``popart`` toggles PopArt."""
+    """One run's config: ``scaled`` applies ``SCALES``; ``popart`` toggles PopArt; ``stock``
+    starts PopArt's statistics at μ = 0, ν = 1 instead of the first batch's."""
     s = SETTINGS
     lines = [
         f"name: popart_scales\nseed: {seed}",
@@ -87,45 +83,14 @@ def make_config(
         f"  unroll_length: {s['unroll_length']}",
         f"  batch_size: {s['num_envs'] * len(SCALES)}",
         f"  learning_rate: {s['learning_rate']}",
-        f"  popart: {{enabled: {str(popart).lower()}, beta: {beta}}}",
+        f"  popart: {{enabled: {str(popart).lower()}, beta: {beta},"
+        f" init_from_first_batch: {str(not stock).lower()}}}",
         f"  model: {{encoder_dim: {s['encoder_dim']}, torso: {s['torso']}}}",
         f"tracking: {{run_dir: {run_dir}, console: quiet, csv: false, log_every_s: 30,"
         " wandb: {mode: disabled}}",
         "checkpoint: {enabled: false}",
     ]
     return parse_config("\n".join(lines) + "\n", env_ids=get_plugins().envs.ids())
-
-
-@torch.no_grad()
-def _first_batch_popart_update(self: Learner, parts: list[dict[str, Any]]) -> None:
-    """``Learner._popart_update`` with the change proposed for mtrl/learner (``--proposed-init``).
-
-    A task's first batch of targets sets its statistics outright (β = 1 instead of moving from
-    μ=0, ν=1), and its still untrained value head keeps its normalised outputs instead of having
-    its random unnormalised outputs preserved. Every later update is the stock one. This makes
-    the learner scale-equivariant from the first update instead of after ~1/β updates.
-    """
-    pc, model = self.cfg.popart, self.model
-    k = len(self.task_names)
-    seen = getattr(self, "_popart_seen", None)
-    if seen is None:
-        seen = torch.zeros(k, dtype=torch.bool, device=self.device)
-    sums = torch.zeros(3, k, dtype=torch.float64, device=self.device)
-    for p in parts:
-        batch = p["batch"]
-        ids = torch.full_like(p["vt"].vs, batch.task, dtype=torch.long)
-        m = popart.task_moments(p["vt"].vs.double(), ids, k, mask=batch.valid)
-        sums += popart.moments_to_sums(m)
-    moments = popart.moments_from_sums(self.reduce_moment_sums(sums))
-    first = (moments.count > 0) & ~seen
-    beta = torch.where(first, 1.0, torch.full_like(self.mu, pc.beta))
-    w0, b0 = model.value_weight.data.clone(), model.value_bias.data.clone()
-    step = popart.popart_step(self.mu, self.nu, w0, b0, moments, beta, pc.sigma_min, pc.sigma_max)
-    self.mu.copy_(step.mu)
-    self.nu.copy_(step.nu)
-    model.value_weight.copy_(torch.where(first[:, None], w0, step.weight))
-    model.value_bias.copy_(torch.where(first, b0, step.bias))
-    self._popart_seen = seen | (moments.count > 0)
 
 
 class EpisodeLog(Trainer):
@@ -135,10 +100,9 @@ class EpisodeLog(Trainer):
         super().__init__(cfg, **kw)
         self.episodes: list[list[tuple[int, float]]] = [[] for _ in cfg.tasks]
 
-    def _accept(self, ru: ReadyUnroll) -> None:
-        super()._accept(ru)
-        steps = self.progress[ru.task].env_steps
-        self.episodes[ru.task].extend((steps, float(r)) for r in ru.info.episode_returns)
+    def on_unroll(self, task: int, info: UnrollInfo) -> None:
+        steps = self.progress[task].env_steps
+        self.episodes[task].extend((steps, float(r)) for r in info.episode_returns)
 
     def window_mean(self, task: int, fraction: float) -> float | None:
         """Mean return of the episodes that ended in the last ``fraction`` of the task's steps."""
@@ -150,24 +114,12 @@ class EpisodeLog(Trainer):
         return statistics.fmean(tail)
 
 
-@contextlib.contextmanager
-def proposed_init(enabled: bool) -> Iterator[None]:
-    """Swap in :func:`_first_batch_popart_update` for the duration (no-op if not ``enabled``)."""
-    stock = Learner._popart_update
-    if enabled:
-        Learner._popart_update = _first_batch_popart_update
-    try:
-        yield
-    finally:
-        Learner._popart_update = stock
-
-
 def train(
-    scaled: bool, popart: bool, beta: float, seed: int, label: str, proposed: bool = False
+    scaled: bool, popart: bool, beta: float, seed: int, label: str, stock: bool = False
 ) -> dict[str, Any]:
     """Train one run; final unscaled mean returns per task, wall time and PopArt's σ."""
-    with tempfile.TemporaryDirectory() as tmp, proposed_init(proposed):
-        cfg = make_config(scaled, popart, beta, tmp, seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = make_config(scaled, popart, beta, tmp, seed, stock)
         load0 = os.getloadavg()[0]
         trainer = EpisodeLog(cfg, console=False, write_run_dir=False)
         try:
@@ -186,7 +138,7 @@ def train(
         "scaled": scaled,
         "popart": popart,
         "beta": beta if popart else None,
-        "proposed_init": proposed,
+        "stock_init": stock,
         "wall_s": res.seconds,
         "env_steps": res.env_steps,
         "load_avg_1min": [load0, os.getloadavg()[0]],
@@ -230,10 +182,10 @@ def table(runs: dict[str, dict[str, Any]], rel: dict[str, dict[str, Any]]) -> st
 
 
 def over_seeds(
-    scaled: bool, popart: bool, beta: float, seeds: list[int], label: str, proposed: bool = False
+    scaled: bool, popart: bool, beta: float, seeds: list[int], label: str, stock: bool = False
 ) -> dict[str, Any]:
     """One condition trained once per seed; final returns averaged over the seeds."""
-    per_seed = [train(scaled, popart, beta, s, f"{label} seed {s}", proposed) for s in seeds]
+    per_seed = [train(scaled, popart, beta, s, f"{label} seed {s}", stock) for s in seeds]
     mean = {}
     for env, _ in SCALES:
         vals = [r["final_mean_return"][env] for r in per_seed]
@@ -256,10 +208,9 @@ def main() -> None:
     ap.add_argument("--extra-beta", type=float, nargs="*", default=[], help="more scaled runs")
     ap.add_argument("--seeds", type=int, nargs="+", default=SETTINGS["seeds"])
     ap.add_argument(
-        "--proposed-init",
+        "--stock-init",
         action="store_true",
-        help="also run reference and scaled with PopArt statistics set from the first batch "
-        "(the change proposed for mtrl/learner)",
+        help="also run reference and scaled with the paper's start (mu=0, nu=1)",
     )
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args()
@@ -275,22 +226,22 @@ def main() -> None:
     for b in args.extra_beta:
         runs[f"popart_beta_{b:g}"] = over_seeds(True, True, b, seeds, f"popart beta={b:g}")
     rel = {n: relative(r, runs["reference"]) for n, r in runs.items() if n != "reference"}
-    if args.proposed_init:
-        ref = over_seeds(False, True, beta, seeds, "reference (proposed init)", proposed=True)
-        runs["reference_proposed_init"] = ref
-        runs["popart_proposed_init"] = over_seeds(
-            True, True, beta, seeds, "popart (proposed init)", proposed=True
+    if args.stock_init:
+        ref = over_seeds(False, True, beta, seeds, "reference (stock init)", stock=True)
+        runs["reference_stock_init"] = ref
+        runs["popart_stock_init"] = over_seeds(
+            True, True, beta, seeds, "popart (stock init)", stock=True
         )
-        rel["reference_proposed_init"] = relative(ref, runs["reference"])
-        rel["popart_proposed_init"] = relative(runs["popart_proposed_init"], ref)
+        rel["reference_stock_init"] = relative(ref, runs["reference"])
+        rel["popart_stock_init"] = relative(runs["popart_stock_init"], ref)
     payload = {
         "machine": info,
         "settings": {**SETTINGS, "scales": [list(s) for s in SCALES], "beta": beta},
         "runs": runs,
         "relative": rel,
         "target_met": rel["popart"]["all_ge_90"],
-        "target_met_with_proposed_init": (
-            rel["popart_proposed_init"]["all_ge_90"] if args.proposed_init else None
+        "target_met_with_stock_init": (
+            rel["popart_stock_init"]["all_ge_90"] if args.stock_init else None
         ),
         "load_avg_1min_at_end": os.getloadavg()[0],
     }

@@ -2,8 +2,9 @@
 moving actors off a solved task.
 
 Part 1 trains three tasks whose env steps cost ~10x apart plus one with heavy-tailed random
-step times (the contrib simulations), with process actors, once per policy, and reports each
-task's share of the env steps the learner consumed after warm-up against its weight.
+step times (the contrib simulations), with process actors, under ``fixed``, ``balanced`` with
+actor moves only (``share_gate: false``) and ``balanced`` (with the share gate), and reports
+each task's share of the env steps the learner consumed after warm-up against its weight.
 Part 2 trains CartPole (solved fast) beside harder tasks under ``progress`` and reports the
 actors per task over time.
 
@@ -46,14 +47,16 @@ PROGRESS_TASKS = """
 """
 
 
-def _run(tasks: str, policy: str, actors: int, seconds: float, run_dir: str) -> list[dict]:
+def _run(
+    tasks: str, policy: str, actors: int, seconds: float, run_dir: str, gate: bool = True
+) -> list[dict]:
     cfg = parse_config(
         textwrap.dedent(
             f"""\
             name: sched-{policy}
             total_env_steps: 1000000000
             scheduler: {{policy: {policy}, num_actors: {actors}, rebalance_every_s: 5,
-                         warmup_s: 5}}
+                         warmup_s: 5, share_gate: {str(gate).lower()}}}
             actors: {{mode: process}}
             learner: {{batch_size: 32, model: {{encoder_dim: 64, torso: [64]}}}}
             checkpoint: {{enabled: false}}
@@ -83,25 +86,31 @@ def _shares(records: list[dict], names: list[str], after_s: float) -> dict[str, 
     first, last = window[0], window[-1]
     steps = {n: last[f"task/{n}/env_steps"] - first[f"task/{n}/env_steps"] for n in names}
     total = sum(steps.values()) or 1
+    lag = [r["charts/policy_lag"] for r in window if r.get("charts/policy_lag") is not None]
     return {
         "share": {n: steps[n] / total for n in names},
         "actors_end": {n: last.get(f"scheduler/{n}/actors") for n in names},
         "env_steps": steps,
+        "env_steps_per_s": total / (last["charts/elapsed_s"] - first["charts/elapsed_s"]),
+        "policy_lag_mean": sum(lag) / len(lag) if lag else None,
     }
 
 
 def part1(seconds: float, tmp: str) -> dict[str, Any]:
     names = ["heat-n128", "heat-n512", "heat-n2048", "epidemic-gillespie"]
     out = {}
-    for policy in ("fixed", "balanced"):
-        records = _run(COST_TASKS, policy, 12, seconds, tmp)
+    runs = [("fixed", "fixed", True), ("balanced_no_gate", "balanced", False)]
+    runs.append(("balanced", "balanced", True))
+    for label, policy, gate in runs:
+        records = _run(COST_TASKS, policy, 12, seconds, tmp, gate=gate)
         res = _shares(records, names, after_s=seconds / 3)
         res["max_rel_error_vs_weight"] = max(abs(s * len(names) - 1) for s in res["share"].values())
-        out[policy] = res
-        print(f"{policy:9s} " + "  ".join(f"{n} {s:.1%}" for n, s in res["share"].items()))
+        out[label] = res
+        print(f"{label:17s} " + "  ".join(f"{n} {s:.1%}" for n, s in res["share"].items()))
         print(
-            f"          actors at end {res['actors_end']}  "
-            f"max |share/weight - 1| = {res['max_rel_error_vs_weight']:.2f}"
+            f"{'':17s} actors at end {res['actors_end']}  "
+            f"max |share/weight - 1| = {res['max_rel_error_vs_weight']:.2f}  "
+            f"{res['env_steps_per_s']:,.0f} env steps/s  policy lag {res['policy_lag_mean']}"
         )
     return out
 

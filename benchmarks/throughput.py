@@ -32,6 +32,7 @@ from _common import machine, write_result
 
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import SerialPool, TaskSetup
+from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.transfer import to_task_batch
 from mtrl.config import parse_config
 from mtrl.learner.distributions import env_actions
@@ -149,24 +150,28 @@ def stage_learner(learner: Learner, unrolls: list, seconds: float) -> float:
     return units / dt
 
 
+class _Timed(Trainer):
+    """Stops ``seconds`` after its first unroll (actor start-up excluded)."""
+
+    def __init__(self, cfg: Any, seconds: float, **kw: Any) -> None:
+        super().__init__(cfg, **kw)
+        self.seconds = seconds
+        self.deadline: float | None = None
+
+    def on_unroll(self, task: int, info: UnrollInfo) -> None:
+        now = time.perf_counter()
+        if self.deadline is None:
+            self.deadline = now + self.seconds
+        elif now > self.deadline:
+            self.request_stop()
+
+
 def end_to_end(w: dict[str, Any], mode: str, seconds: float, warmup_s: float) -> dict[str, Any]:
     """Training steps/s of ``mode`` after ``warmup_s`` (actor start-up excluded)."""
     with tempfile.TemporaryDirectory() as tmp:
         # Size the run by a first guess of the rate, generous so it lasts past the warm-up.
         cfg = _config(w, mode, 10**9, tmp)
-        trainer = Trainer(cfg, console=False)
-        deadline = [None]
-        orig_get = trainer.pool.get
-
-        def get(timeout: float = 1.0):  # stop after warm-up + seconds of training
-            out = orig_get(timeout)
-            if deadline[0] is None and trainer.env_steps > 0:
-                deadline[0] = time.perf_counter() + warmup_s + seconds
-            if deadline[0] is not None and time.perf_counter() > deadline[0]:
-                trainer.request_stop()
-            return out
-
-        trainer.pool.get = get
+        trainer = _Timed(cfg, warmup_s + seconds, console=False)
         try:
             trainer.run()
         finally:

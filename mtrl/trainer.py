@@ -21,6 +21,7 @@ import torch
 from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
 from mtrl.actors.transfer import to_task_batch
 from mtrl.anakin import AnakinRunner
@@ -34,6 +35,7 @@ from mtrl.learner.parallel import make_learner
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.progress import RECENT_EPISODES, TaskProgress, TaskResult, TrainResult
 from mtrl.scheduler import Rebalancer
+from mtrl.scheduler.admission import ShareGate, Waiting
 from mtrl.task_envs import build_anakin_env, build_env
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
@@ -72,6 +74,8 @@ class Trainer:
         self.pool: Any = None
         self.tracker: Any = None
         self.rebalancer = Rebalancer(cfg, plugins)
+        self.gate = ShareGate(len(cfg.tasks), cfg.scheduler.max_hold_s)
+        self._actor_tasks: list[int] = []
         serial = cfg.actors.mode == "serial"
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
         self.anakin: list[AnakinRunner] = []
@@ -108,6 +112,7 @@ class Trainer:
             actor_tasks: list[TaskSetup | None] = [
                 s if i in local and not cfg.tasks[i].anakin else None for i, s in enumerate(setups)
             ]
+            self._actor_tasks = [i for i, s in enumerate(actor_tasks) if s is not None]
             for i, env in enumerate(envs):
                 if env is None:
                     continue
@@ -133,7 +138,9 @@ class Trainer:
                         max_restarts=sc.max_restarts, step_timeout_s=sc.step_timeout_s
                     ),
                 )
-                self.pool.set_actors(self.rebalancer.initial().counts)
+                first = self.rebalancer.initial()
+                self.pool.set_actors(first.counts)
+                self._set_share_targets(first.shares)
         except BaseException:
             for env in envs:
                 if env is not None:
@@ -145,7 +152,6 @@ class Trainer:
         self._stop = False
         self.updates = 0
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
-        self._last_arrival: dict[int, float] = {}
         self.run_dir: Path | None = run_dir
         if run_dir is None and write_run_dir:
             self.run_dir = create_run_dir(
@@ -180,27 +186,29 @@ class Trainer:
         cfg, ck = self.cfg, self.cfg.checkpoint
         start = last_log = last_ckpt_t = time.perf_counter()
         steps_at_log = last_ckpt_steps = self.env_steps
-        pending: list[ReadyUnroll] = []
-        columns = 0
+        waiting: list[tuple[ReadyUnroll, float]] = []  # (unroll, arrival) not yet learned from
         metrics: dict[str, float] = {}
         self._stop = False
         done = False
         on_device: list[TaskBatch] = []  # Anakin batches
-        wait = 0.0 if self.anakin else 1.0  # Anakin tasks always have work: never block
+        device_columns = 0
         while not done:
-            for ru in self.pool.get(timeout=wait):
+            for ru in self.pool.get(timeout=self._wait_s(waiting)):
                 self._accept(ru)
-                pending.append(ru)
-                columns += ru.buffer.num_envs
+                waiting.append((ru, time.monotonic()))
             for runner in self.anakin:
                 on_device.append(runner.collect(self.model, self.learner.version))
                 self.progress[runner.task].env_steps += runner.unroll_length * runner.env.num_envs
-                columns += runner.env.num_envs
+                device_columns += runner.env.num_envs
             self._check_faults()
+            take = self._admitted(waiting)
+            columns = device_columns + sum(waiting[k][0].buffer.num_envs for k in take)
             learned = columns >= cfg.learner.batch_size
             if learned:
-                metrics = self._learn(pending, on_device)
-                pending, on_device, columns = [], [], 0
+                chosen = set(take)
+                metrics = self._learn([waiting[k][0] for k in take], on_device)
+                waiting = [w for k, w in enumerate(waiting) if k not in chosen]
+                on_device, device_columns = [], 0
                 self._drain_anakin_episodes()
             done = self._done(learned)
             self._rebalance()
@@ -219,7 +227,7 @@ class Trainer:
             ):
                 self.save_checkpoint(now - start)
                 last_ckpt_t, last_ckpt_steps = now, self.env_steps
-        for ru in pending:
+        for ru, _ in waiting:
             self.pool.release(ru)
         seconds = time.perf_counter() - start
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
@@ -257,19 +265,22 @@ class Trainer:
 
     def _accept(self, ru: ReadyUnroll) -> None:
         p, info = self.progress[ru.task], ru.info
-        now = time.monotonic()
-        # Seconds since this actor's previous hand-over: waits for free slots included.
-        last = self._last_arrival.get(ru.actor_id)
-        self._last_arrival[ru.actor_id] = now
-        seconds = now - last if last is not None else info.wall_seconds
+        # Seconds the actor spent on this unroll (stepping and inference waits), not the
+        # waits for a free slot: the share gate makes those, and they are not its speed.
         step_s = info.env_seconds / max(ru.buffer.length, 1)
-        self.rebalancer.observe_unroll(ru.task, info.env_steps, seconds, step_s)
+        self.rebalancer.observe_unroll(ru.task, info.env_steps, info.wall_seconds, step_s)
         self.rebalancer.observe_episodes(ru.task, info.episode_returns)
         p.env_steps += info.env_steps
         p.env_seconds += info.env_seconds
         p.episodes += len(info.episode_returns)
         p.returns.extend(info.episode_returns)
         p.lengths.extend(info.episode_lengths)
+        self.on_unroll(ru.task, info)
+
+    def on_unroll(self, task: int, info: UnrollInfo) -> None:
+        """Called after each actor unroll of ``task`` is counted in :attr:`progress` (before
+        the learner uses it). A no-op: subclasses override it to watch a run (benchmarks note
+        when a task reaches its target; :meth:`request_stop` from here ends the run)."""
 
     def _learn(self, pending: list[ReadyUnroll], on_device: list[TaskBatch]) -> dict[str, float]:
         device = self.learner.device
@@ -286,6 +297,7 @@ class Trainer:
         for b in batches:
             self.progress[b.task].samples += b.num_samples
             self.rebalancer.observe_delivered(b.task, b.num_samples)
+        self.gate.delivered([(b.task, b.num_samples) for b in batches])
         if not copied:
             for ru in pending:
                 self.pool.release(ru)
@@ -315,13 +327,61 @@ class Trainer:
                 )
             )
 
+    def _wait_s(self, waiting: list[tuple[ReadyUnroll, float]]) -> float:
+        """How long to wait for unrolls: not at all with Anakin tasks (they always have work),
+        else until the oldest unroll held at the share gate is due, at most 1 s."""
+        if self.anakin:
+            return 0.0
+        if not waiting or self.gate.open:
+            return 1.0
+        due = min(t for _, t in waiting) + self.gate.max_hold_s - time.monotonic()
+        return float(np.clip(due, 0.01, 1.0))
+
+    def _admitted(self, waiting: list[tuple[ReadyUnroll, float]]) -> list[int]:
+        """Indices of the waiting unrolls the share gate lets into the next update."""
+        if self.gate.open:
+            return list(range(len(waiting)))
+        now = time.monotonic()
+        return self.gate.admit(
+            [Waiting(ru.task, ru.buffer.num_envs * ru.buffer.length, now - t) for ru, t in waiting]
+        )
+
+    def _set_share_targets(self, shares: list[float | None]) -> None:
+        """Govern the local actor tasks that have a target share and actors."""
+        if not self.cfg.scheduler.share_gate:
+            return
+        actors = self.pool.actors_per_task()
+        local = set(self._actor_tasks)
+        self.gate.set_targets(
+            [s if i in local and actors[i] > 0 else None for i, s in enumerate(shares)]
+        )
+
+    def _share_metrics(self) -> dict[str, float]:
+        """Each governed task's target share and its share of the gate's recent window."""
+        gate = self.gate
+        if gate.open:
+            return {}
+        governed = ~np.isnan(gate.targets)
+        total = gate.counts[governed].sum()
+        target_sum = gate.targets[governed].sum()
+        out = {}
+        for i in np.flatnonzero(governed):
+            name = self.names[i]
+            out[f"scheduler/{name}/target_share"] = float(gate.targets[i] / target_sum)
+            if total > 0:
+                out[f"scheduler/{name}/recent_share"] = float(gate.counts[i] / total)
+        return out
+
     def _rebalance(self) -> None:
         """Apply the scheduler's decision when one is due (parallel pools only)."""
         if not hasattr(self.pool, "set_actors"):
             return
         current = self.pool.actors_per_task()
         decision = self.rebalancer.decide(current)
-        if decision is None or not decision.changed:
+        if decision is None:
+            return
+        if not decision.changed:
+            self._set_share_targets(decision.shares)
             return
         moves = [
             f"{n}: {a} -> {b} ({why})"
@@ -332,6 +392,7 @@ class Trainer:
         ]
         print("scheduler: " + "; ".join(moves))
         self.pool.set_actors(decision.counts)
+        self._set_share_targets(decision.shares)
 
     def _targets_reached(self) -> bool:
         targeted = [(i, r) for i, r in enumerate(self.results()) if r.target_score is not None]
@@ -364,6 +425,7 @@ class Trainer:
             **metrics,
         }
         actors = self.pool.actors_per_task()
+        record.update(self._share_metrics())
         for i, r in enumerate(self.results()):
             p, f = self.progress[i], self.pool.faults[i]
             record[f"task/{r.name}/env_steps"] = r.env_steps

@@ -110,6 +110,14 @@ class SchedulerConfig(_Model):
     progress_floor: float = Field(default=0.25, ge=0, le=1)
     """``progress`` keeps each task's data share at least this fraction of its weight share,
     so solved tasks are not forgotten."""
+    share_gate: bool = True
+    """With a policy that sets target data shares (``balanced``, ``progress``), the learner
+    holds back unrolls of a task ahead of its target by more than one unroll; its actors wait
+    on full slots, leaving the cores to the tasks behind. Shares then track the targets below
+    the resolution of whole actors. Off: every unroll goes in on arrival."""
+    max_hold_s: PositiveFloat = 5.0
+    """Longest an unroll waits at the share gate (bounds its policy lag, and a task that stops
+    producing cannot stall the others)."""
 
     @field_validator("policy")
     @classmethod
@@ -138,6 +146,10 @@ class PopArtConfig(_Model):
     """Normalise value targets per task; off means raw (reward-scaled) targets."""
     beta: float = Field(default=3e-4, gt=0, le=1)
     """Step size of the exponential moving averages of the first and second moments."""
+    init_from_first_batch: bool = True
+    """Set a task's statistics from its first batch of targets (β = 1 once) and keep its
+    untrained head's normalised outputs, instead of moving away from μ = 0, ν = 1 at step β:
+    training is then invariant to the task's reward scale from the first update."""
     sigma_min: PositiveFloat = 1e-4
     """Lower clip of each task's scale σ."""
     sigma_max: PositiveFloat = 1e6

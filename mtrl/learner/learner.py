@@ -59,6 +59,8 @@ class Learner:
         # Moments in float64: ν − μ² loses precision in float32 when returns are ~1e3.
         self.mu = torch.zeros(k, dtype=torch.float64, device=self.device)
         self.nu = torch.ones(k, dtype=torch.float64, device=self.device)
+        # Tasks whose statistics were set from targets (PopArtConfig.init_from_first_batch).
+        self.popart_seen = torch.zeros(k, dtype=torch.bool, device=self.device)
         self.version = 0
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
 
@@ -211,17 +213,19 @@ class Learner:
             ids = torch.full_like(p["vt"].vs, batch.task, dtype=torch.long)
             m = popart.task_moments(p["vt"].vs.double(), ids, k, mask=batch.valid)
             sums += popart.moments_to_sums(m)
-        sums = self.reduce_moment_sums(sums)
+        moments = popart.moments_from_sums(self.reduce_moment_sums(sums))
         step = popart.popart_step(
             self.mu,
             self.nu,
             model.value_weight.data,
             model.value_bias.data,
-            popart.moments_from_sums(sums),
+            moments,
             pc.beta,
             pc.sigma_min,
             pc.sigma_max,
+            first=~self.popart_seen if pc.init_from_first_batch else None,
         )
+        self.popart_seen |= moments.count.to(self.device) > 0
         self.mu.copy_(step.mu)
         self.nu.copy_(step.nu)
         model.value_weight.copy_(step.weight)
@@ -254,6 +258,7 @@ class Learner:
             "optimizer": self.optimizer.state_dict(),
             "mu": self.mu,
             "nu": self.nu,
+            "popart_seen": self.popart_seen,
             "version": self.version,
         }
 
@@ -263,3 +268,7 @@ class Learner:
         self.mu.copy_(state["mu"])
         self.nu.copy_(state["nu"])
         self.version = int(state["version"])
+        # Checkpoints from before first-batch initialisation: a trained learner has seen its tasks.
+        self.popart_seen.copy_(
+            state.get("popart_seen", torch.full_like(self.popart_seen, self.version > 0))
+        )

@@ -285,6 +285,7 @@ def popart_step(
     beta: float | torch.Tensor,
     sigma_min: float = 1e-4,
     sigma_max: float = 1e6,
+    first: torch.Tensor | None = None,
 ) -> PopArtStep:
     """One PopArt statistics update: moments → new μ, ν → new σ → rescaled value head.
 
@@ -292,9 +293,20 @@ def popart_step(
     learner step (Hessel et al. 2019): compute targets with the old statistics, call this, copy
     ``weight``/``bias`` into the head, then take the gradient step on targets normalised with
     the new statistics.
+
+    ``first`` (bool ``[K]``) marks tasks whose statistics are still the arbitrary prior (μ = 0,
+    ν = 1, in reward units): for them the batch's moments are taken outright (β = 1) and the
+    head is *not* rescaled, so its untrained normalised outputs are kept instead of its random
+    unnormalised ones. Without it the first ~1/β updates depend on the task's reward scale.
     """
+    if first is not None:
+        first = first.to(mu.device) & (moments.count.to(mu.device) > 0)
+        beta = torch.where(first, 1.0, torch.as_tensor(beta, dtype=mu.dtype, device=mu.device))
     sigma_old = sigma(mu, nu, sigma_min, sigma_max)
     mu_new, nu_new = update_stats(mu, nu, moments, beta)
     sigma_new = sigma(mu_new, nu_new, sigma_min, sigma_max)
     new_weight, new_bias = preserve_outputs(weight, bias, mu, sigma_old, mu_new, sigma_new)
+    if first is not None:
+        new_weight = torch.where(first.to(weight.device)[:, None], weight, new_weight)
+        new_bias = torch.where(first.to(bias.device), bias, new_bias)
     return PopArtStep(mu=mu_new, nu=nu_new, sigma=sigma_new, weight=new_weight, bias=new_bias)

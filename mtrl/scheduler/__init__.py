@@ -39,8 +39,7 @@ Feed each task's stats, from the thread that owns the scheduler:
 
 * ``observe_unroll(env_steps, elapsed_s)`` when an actor hands over an unroll: the env steps
   in it (unroll length × envs of the actor) and the wall seconds from its first step to the
-  hand-over, inference waits and waits for learner-queue space included (so a learner
-  bottleneck shows in the rates), env construction excluded;
+  hand-over, inference waits included, waits for a free slot and env construction excluded;
 * ``observe_step_times(seconds)`` with per-batch-step wall times (a sample of them is enough);
 * ``observe_delivered(env_steps)`` when the learner consumes an unroll of the task;
 * ``observe_episode(score)`` per finished episode, normalised with
@@ -59,7 +58,10 @@ then move actors so each task has ``allocation[name]`` (at unroll boundaries; a 
 rebuilds its envs). The counts sum to ``budget.slots`` (0 only if every task is quarantined),
 quarantined tasks get 0 and the others at least ``min_actors_per_task``; a third-party policy
 that breaks this raises :class:`mtrl.errors.PluginError` naming it (keep the last allocation).
-:mod:`mtrl.scheduler.simulator` runs this very loop on a simulated cluster.
+``allocation.shares`` (target data shares, set by ``balanced`` and ``progress``) go to the
+learner's :class:`~mtrl.scheduler.admission.ShareGate`, which holds back unrolls of tasks ahead
+of them. :class:`Rebalancer` is this loop as the trainer runs it;
+:mod:`mtrl.scheduler.simulator` runs it on a simulated cluster.
 """
 
 from mtrl.scheduler.policies import apportion, balanced, fixed, progress

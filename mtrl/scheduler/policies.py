@@ -10,6 +10,10 @@
   et al. 2017); every task keeps ``budget.floor_share`` of its weight share so none is
   forgotten, and shares become actors through throughput exactly as in ``balanced``.
 
+Adaptive policies also return each task's target data share (``Allocation.shares``: the rule's
+share for warm tasks, the weight share for the others), which the learner's share gate
+enforces below the resolution of whole actors (:mod:`mtrl.scheduler.admission`).
+
 Common rules: quarantined tasks get 0; tasks not yet warm get their fixed split of the budget
 (the warm ones share the rest); every other task gets at least ``budget.min_per_task``; the
 counts sum to ``budget.slots`` exactly, rounded by largest remainder (Hamilton's method).
@@ -84,6 +88,7 @@ def _allocate(
     w = np.array([r.weight for r in active])
     w_share = w / w.sum()
     quota = slots * w_share
+    targets = w_share.copy()
     notes = [f"{policy}: weight share {s:.1%}" for s in w_share]
     warm = [i for i, r in enumerate(active) if r.warm] if rule is not None else []
     for i, r in enumerate(active):
@@ -92,6 +97,7 @@ def _allocate(
     if warm:
         warm_recs = [active[i] for i in warm]
         shares, warm_notes = rule(warm_recs, w_share[warm], budget)
+        targets[warm] = shares
         rates = np.array([r.steps_per_s for r in warm_recs], dtype=float)
         need = shares / rates
         quota[warm] = slots * w_share[warm].sum() * need / need.sum()
@@ -107,7 +113,8 @@ def _allocate(
         actors[r.name] = int(counts[i])
         floor = " (floor)" if counts[i] <= budget.min_per_task and quota[i] < counts[i] else ""
         reasons[r.name] = f"{notes[i]} -> {quota[i]:.2f} actors -> {counts[i]}{floor}"
-    return Allocation(actors, reasons)
+    shares = {} if rule is None else {r.name: float(targets[i]) for i, r in enumerate(active)}
+    return Allocation(actors, reasons, shares)
 
 
 def fixed(records: Sequence[TaskRecord], budget: Budget) -> Allocation:

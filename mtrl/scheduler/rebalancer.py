@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Decision:
-    """Actors per task (config order) and why."""
+    """Actors per task (config order), why, and target data shares (None: not set)."""
 
     counts: list[int]
     reasons: list[str]
     changed: bool
+    shares: list[float | None]
 
 
 def budget_for(cfg: ExperimentConfig) -> Budget:
@@ -104,7 +105,8 @@ class Rebalancer:
         alloc = self.policy(records, self.budget)
         counts = [int(alloc[n]) for n in self.names]
         reasons = [alloc.reasons.get(n, "") for n in self.names]
-        return Decision(counts, reasons, counts != list(current))
+        shares = [alloc.shares.get(n) for n in self.names]
+        return Decision(counts, reasons, counts != list(current), shares)
 
 
 def _target(spec: Any, target_score: float | None) -> float | None:

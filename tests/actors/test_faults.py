@@ -9,6 +9,7 @@ import contextlib
 import math
 import multiprocessing as mp
 import os
+import re
 import signal
 import time
 from collections import defaultdict
@@ -174,23 +175,22 @@ def test_a_fault_free_chaos_env_is_a_conforming_batch_env() -> None:
     check_env(CHAOS, env_kwargs={"env": "gymnasium/CartPole-v1"}, spawn=False, steps=200)
 
 
-def test_non_finite_env_output_is_refused_before_it_is_written() -> None:
+def test_non_finite_env_output_fails_the_unroll_naming_step_and_copies() -> None:
     env = get_plugins().envs.get(CHAOS).build(N, 0, nan_after=2)
     stepper = EnvStepper(env, 1.0, "nan-task")
     spec = get_plugins().envs.get("gymnasium/CartPole-v1")
     buf = UnrollBuffer.allocate(0, T, N, spec.observation_space, spec.action_space)
-    buf.rewards[:] = -7.0  # sentinel: nothing past step 1 may be written
 
     def act(b: UnrollBuffer, t: int) -> None:
         b.actions[t] = 0
 
     stepper.start(buf)
     with pytest.raises(
-        NonFiniteError, match=r"nan-task: non-finite reward nan in env copies \[0\]"
+        NonFiniteError, match=r"nan-task: non-finite reward nan at step 2 in env copies \[0\]"
     ):
         stepper.fill(buf, act)
-    assert (buf.rewards[:2] == 1.0).all() and (buf.rewards[2:] == -7.0).all()
-    assert np.isfinite(buf.obs).all()
+    # The unroll was refused as a whole: no episode of it was counted.
+    assert stepper.episodes.drain() == ([], [])
     stepper.close()
 
 
@@ -275,8 +275,8 @@ def test_raises_nans_kills_segfaults_and_hangs_are_survived_counted_and_restarte
     assert len(actors) == len(tasks), "failed and hung actor processes are gone, one per task"
 
     assert all("ChaosError: chaos/wrap" in x and "chaos.py:" in x for x in run.texts(1))
-    assert "non-finite reward nan in env copies [0]" in run.texts(2)[0]
-    assert "non-finite observation in env copies [0]" in run.texts(3)[0]
+    assert re.search(r"non-finite reward nan at step \d+ in env copies \[0\]", run.texts(2)[0])
+    assert re.search(r"non-finite observation at step \d+ in env copies \[0\]", run.texts(3)[0])
     assert all("SIGKILL" in x for x in run.texts(4)), run.texts(4)
     assert "SIGSEGV (segmentation fault" in run.texts(5)[0]
     assert "step_timeout_s=2" in run.texts(6)[0] and "process was killed" in run.texts(6)[0]

@@ -58,15 +58,60 @@ def _unnormalised_values(learner: Learner, batches: list[TaskBatch]) -> list[tor
     return out
 
 
-def test_popart_moves_statistics_and_preserves_outputs_exactly() -> None:
-    learner = _learner(learning_rate=1e-12, popart={"beta": 0.5})
+def _normalised_head(learner: Learner) -> tuple[torch.Tensor, torch.Tensor]:
+    return learner.model.value_weight.detach().clone(), learner.model.value_bias.detach().clone()
+
+
+@pytest.mark.parametrize("first_batch_init", [True, False])
+def test_popart_moves_statistics_and_preserves_outputs_exactly(first_batch_init: bool) -> None:
+    learner = _learner(
+        learning_rate=1e-12, popart={"beta": 0.5, "init_from_first_batch": first_batch_init}
+    )
     batches = [_batch(0, 1.0, 1), _batch(1, 1000.0, 2)]
+    if first_batch_init:
+        learner.update(batches)  # the first batch sets the statistics; see the test below
     before = _unnormalised_values(learner, batches)
     learner.update(batches)
     after = _unnormalised_values(learner, batches)
     assert learner.sigma[1] > 50 * learner.sigma[0]  # the 1000x-reward task got a larger scale
     for b, a in zip(before, after, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_first_batch_of_a_task_sets_its_statistics_and_keeps_its_normalised_head() -> None:
+    learner = _learner(learning_rate=1e-12, popart={"beta": 3e-4})
+    w0, b0 = _normalised_head(learner)
+    learner.update([_batch(1, 1000.0, 2)])  # task 0 not in this batch
+    w1, b1 = _normalised_head(learner)
+    assert learner.popart_seen.tolist() == [False, True]
+    # Task 1 took its targets' statistics outright (β = 1, not 3e-4 from μ=0, ν=1): rewards
+    # ~1000·N(0,1) give a σ of hundreds, not ~1.
+    assert learner.sigma[1] > 100
+    # Normalised outputs kept (up to the 1e-12 learning-rate step).
+    torch.testing.assert_close((w1[1], b1[1]), (w0[1], b0[1]), rtol=0, atol=1e-9)
+    # Task 0 is untouched: still the prior, head unchanged.
+    assert learner.mu[0].item() == 0.0 and learner.nu[0].item() == 1.0
+    torch.testing.assert_close((w1[0], b1[0]), (w0[0], b0[0]), rtol=0, atol=1e-9)
+    # Later updates of task 1 are ordinary PopArt steps: unnormalised outputs preserved.
+    batches = [_batch(0, 1.0, 1), _batch(1, 1000.0, 3)]
+    before = _unnormalised_values(learner, batches[1:])
+    learner.update(batches)
+    torch.testing.assert_close(
+        _unnormalised_values(learner, batches[1:]), before, rtol=1e-4, atol=1e-3
+    )
+    assert learner.popart_seen.tolist() == [True, True]
+
+
+def test_popart_seen_survives_a_checkpoint_and_old_checkpoints_load() -> None:
+    learner = _learner()
+    learner.update([_batch(1, 1.0, 2)])
+    state = learner.state_dict()
+    fresh = _learner()
+    fresh.load_state_dict(state)
+    assert fresh.popart_seen.tolist() == [False, True]
+    old = {k: v for k, v in state.items() if k != "popart_seen"}  # saved before the field existed
+    fresh.load_state_dict(old)
+    assert fresh.popart_seen.tolist() == [True, True]  # a trained learner: statistics are live
 
 
 def test_without_popart_statistics_stay_put() -> None:

@@ -178,6 +178,30 @@ def test_stationary_targets_converge_and_outputs_stay_preserved():
     assert err.max().item() < 1e-9, err
 
 
+def test_first_step_takes_the_batch_moments_and_keeps_the_head():
+    g = torch.Generator().manual_seed(5)
+    K, H = 3, 4
+    mu, nu = torch.zeros(K, dtype=torch.float64), torch.ones(K, dtype=torch.float64)
+    weight = torch.randn(K, H, generator=g, dtype=torch.float64)
+    bias = torch.randn(K, generator=g, dtype=torch.float64)
+    targets = torch.randn(10, 6, generator=g, dtype=torch.float64) * 500 + 2000
+    ids = torch.tensor([0, 0, 1, 1, 0, 1])  # task 2 is absent
+    m = task_moments(targets, ids, K)
+    first = torch.tensor([True, False, True])
+    step = popart_step(mu, nu, weight, bias, m, beta=1e-3, first=first)
+    # Task 0 (first): β = 1, statistics are the batch's, head unchanged.
+    torch.testing.assert_close(step.mu[0], targets[:, ids == 0].mean(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(step.nu[0], (targets[:, ids == 0] ** 2).mean(), rtol=1e-12, atol=0)
+    assert torch.equal(step.weight[0], weight[0]) and step.bias[0] == bias[0]
+    # Task 1 (not first): the ordinary β step with output preservation.
+    plain = popart_step(mu, nu, weight, bias, m, beta=1e-3)
+    for a, b in zip(step, plain, strict=True):
+        torch.testing.assert_close(a[1], b[1], rtol=0, atol=0)
+    # Task 2 (first, but absent from the batch): prior and head kept.
+    assert step.mu[2] == 0.0 and step.nu[2] == 1.0
+    assert torch.equal(step.weight[2], weight[2]) and step.bias[2] == bias[2]
+
+
 def test_normalize_roundtrip_and_gradient():
     mu = torch.tensor([100.0, -1.0], dtype=torch.float64)
     sig = torch.tensor([10.0, 0.5], dtype=torch.float64)
