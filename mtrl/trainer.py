@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from mtrl import run_state
 from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
@@ -25,7 +26,7 @@ from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
 from mtrl.actors.transfer import to_task_batch
 from mtrl.anakin import AnakinRunner
-from mtrl.checkpoint import capture_rng_state, restore_rng_state, save_checkpoint
+from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
 from mtrl.learner.batch import TaskBatch
@@ -35,10 +36,10 @@ from mtrl.learner.parallel import make_learner
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.progress import RECENT_EPISODES, TaskProgress, TaskResult, TrainResult
 from mtrl.scheduler import Rebalancer
-from mtrl.scheduler.admission import ShareGate, Waiting
 from mtrl.task_envs import build_anakin_env, build_env
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
+from mtrl.unroll_queue import UnrollQueue
 
 
 class Trainer:
@@ -74,7 +75,7 @@ class Trainer:
         self.pool: Any = None
         self.tracker: Any = None
         self.rebalancer = Rebalancer(cfg, plugins)
-        self.gate = ShareGate(len(cfg.tasks), cfg.scheduler.max_hold_s)
+        self.queue = UnrollQueue(len(cfg.tasks), cfg.scheduler.max_hold_s)
         self._actor_tasks: list[int] = []
         serial = cfg.actors.mode == "serial"
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
@@ -186,28 +187,26 @@ class Trainer:
         cfg, ck = self.cfg, self.cfg.checkpoint
         start = last_log = last_ckpt_t = time.perf_counter()
         steps_at_log = last_ckpt_steps = self.env_steps
-        waiting: list[tuple[ReadyUnroll, float]] = []  # (unroll, arrival) not yet learned from
         metrics: dict[str, float] = {}
         self._stop = False
         done = False
         on_device: list[TaskBatch] = []  # Anakin batches
         device_columns = 0
+        queue = self.queue
         while not done:
-            for ru in self.pool.get(timeout=self._wait_s(waiting)):
+            # Anakin tasks always have work: never block on the actors then.
+            for ru in self.pool.get(timeout=0.0 if self.anakin else queue.wait_s()):
                 self._accept(ru)
-                waiting.append((ru, time.monotonic()))
+                queue.add(ru)
             for runner in self.anakin:
                 on_device.append(runner.collect(self.model, self.learner.version))
                 self.progress[runner.task].env_steps += runner.unroll_length * runner.env.num_envs
                 device_columns += runner.env.num_envs
             self._check_faults()
-            take = self._admitted(waiting)
-            columns = device_columns + sum(waiting[k][0].buffer.num_envs for k in take)
-            learned = columns >= cfg.learner.batch_size
-            if learned:
-                chosen = set(take)
-                metrics = self._learn([waiting[k][0] for k in take], on_device)
-                waiting = [w for k, w in enumerate(waiting) if k not in chosen]
+            take = queue.take(cfg.learner.batch_size - device_columns)
+            learned = take is not None
+            if take is not None:
+                metrics = self._learn(take, on_device)
                 on_device, device_columns = [], 0
                 self._drain_anakin_episodes()
             done = self._done(learned)
@@ -227,7 +226,7 @@ class Trainer:
             ):
                 self.save_checkpoint(now - start)
                 last_ckpt_t, last_ckpt_steps = now, self.env_steps
-        for ru, _ in waiting:
+        for ru in queue.drain():
             self.pool.release(ru)
         seconds = time.perf_counter() - start
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
@@ -297,7 +296,7 @@ class Trainer:
         for b in batches:
             self.progress[b.task].samples += b.num_samples
             self.rebalancer.observe_delivered(b.task, b.num_samples)
-        self.gate.delivered([(b.task, b.num_samples) for b in batches])
+        self.queue.delivered([(b.task, b.num_samples) for b in batches])
         if not copied:
             for ru in pending:
                 self.pool.release(ru)
@@ -327,50 +326,15 @@ class Trainer:
                 )
             )
 
-    def _wait_s(self, waiting: list[tuple[ReadyUnroll, float]]) -> float:
-        """How long to wait for unrolls: not at all with Anakin tasks (they always have work),
-        else until the oldest unroll held at the share gate is due, at most 1 s."""
-        if self.anakin:
-            return 0.0
-        if not waiting or self.gate.open:
-            return 1.0
-        due = min(t for _, t in waiting) + self.gate.max_hold_s - time.monotonic()
-        return float(np.clip(due, 0.01, 1.0))
-
-    def _admitted(self, waiting: list[tuple[ReadyUnroll, float]]) -> list[int]:
-        """Indices of the waiting unrolls the share gate lets into the next update."""
-        if self.gate.open:
-            return list(range(len(waiting)))
-        now = time.monotonic()
-        return self.gate.admit(
-            [Waiting(ru.task, ru.buffer.num_envs * ru.buffer.length, now - t) for ru, t in waiting]
-        )
-
     def _set_share_targets(self, shares: list[float | None]) -> None:
         """Govern the local actor tasks that have a target share and actors."""
         if not self.cfg.scheduler.share_gate:
             return
         actors = self.pool.actors_per_task()
         local = set(self._actor_tasks)
-        self.gate.set_targets(
+        self.queue.set_targets(
             [s if i in local and actors[i] > 0 else None for i, s in enumerate(shares)]
         )
-
-    def _share_metrics(self) -> dict[str, float]:
-        """Each governed task's target share and its share of the gate's recent window."""
-        gate = self.gate
-        if gate.open:
-            return {}
-        governed = ~np.isnan(gate.targets)
-        total = gate.counts[governed].sum()
-        target_sum = gate.targets[governed].sum()
-        out = {}
-        for i in np.flatnonzero(governed):
-            name = self.names[i]
-            out[f"scheduler/{name}/target_share"] = float(gate.targets[i] / target_sum)
-            if total > 0:
-                out[f"scheduler/{name}/recent_share"] = float(gate.counts[i] / total)
-        return out
 
     def _rebalance(self) -> None:
         """Apply the scheduler's decision when one is due (parallel pools only)."""
@@ -425,7 +389,7 @@ class Trainer:
             **metrics,
         }
         actors = self.pool.actors_per_task()
-        record.update(self._share_metrics())
+        record.update(self.queue.share_metrics(self.names))
         for i, r in enumerate(self.results()):
             p, f = self.progress[i], self.pool.faults[i]
             record[f"task/{r.name}/env_steps"] = r.env_steps
@@ -442,44 +406,14 @@ class Trainer:
                 record[f"task/{r.name}/normalized_score"] = r.normalized_score
         self.tracker.write(record)
 
-    # -- checkpoints ------------------------------------------------------------------------
+    # -- checkpoints (the state itself: mtrl/run_state.py) ------------------------------------
     def state_dict(self, elapsed: float) -> dict[str, Any]:
         """Everything a resumed run needs, as plain data (loads with ``weights_only``)."""
-        return {
-            "config": self.cfg.model_dump(mode="json"),
-            "learner": self.learner.state_dict(),
-            "env_steps": self.env_steps,
-            "updates": self.updates,
-            "elapsed_s": self.elapsed_before + elapsed,
-            "tasks": [
-                {
-                    "env_steps": p.env_steps,
-                    "episodes": p.episodes,
-                    "returns": list(p.returns),
-                    "lengths": list(p.lengths),
-                    "env_seconds": p.env_seconds,
-                    "samples": p.samples,
-                }
-                for p in self.progress
-            ],
-            "actors": self.pool.actors_per_task(),
-            "rng": capture_rng_state(),
-        }
+        return run_state.capture(self, elapsed)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s output (the pool's weights are republished)."""
-        self.learner.load_state_dict(state["learner"])
-        self.pool.publish(self.model, self.learner.version)
-        self.updates = int(state["updates"])
-        self.elapsed_before = float(state["elapsed_s"])
-        for p, t in zip(self.progress, state["tasks"], strict=True):
-            p.env_steps, p.episodes = int(t["env_steps"]), int(t["episodes"])
-            p.returns.extend(t["returns"])
-            p.lengths.extend(t["lengths"])
-            p.env_seconds, p.samples = float(t["env_seconds"]), int(t["samples"])
-        if hasattr(self.pool, "set_actors") and state.get("actors"):
-            self.pool.set_actors(list(state["actors"]))
-        restore_rng_state(state["rng"])
+        run_state.restore(self, state)
 
     def save_checkpoint(self, elapsed: float) -> Path:
         assert self.run_dir is not None
@@ -497,33 +431,21 @@ class Trainer:
         total_env_steps: int | None = None,
     ) -> Trainer:
         """A trainer that continues ``run_dir`` from its newest loadable checkpoint."""
-        import yaml
-
-        from mtrl.checkpoint import load_latest
-        from mtrl.config import parse_config
-
         plugins = plugins or get_plugins()
-        state, path = load_latest(run_dir)
-        data = dict(state["config"])
-        if total_env_steps is not None:
-            data["total_env_steps"] = total_env_steps
-        cfg = parse_config(
-            yaml.safe_dump(data, sort_keys=False),
-            f"{path} (config)",
-            env_ids=plugins.envs.ids(),
-            scheduler_policies=plugins.schedulers.names(),
-            tracker_names=plugins.trackers.names(),
+        saved = run_state.load_for_resume(Path(run_dir), plugins, total_env_steps)
+        trainer = cls(
+            saved.config,
+            plugins,
+            console=console,
+            run_dir=Path(run_dir),
+            seed_offset=saved.seed_offset,
         )
-        # New env seeds: the envs' internal state is not in the checkpoint, so the resumed run
-        # starts fresh episodes rather than replaying the first session's.
-        offset = 1_000_003 * (int(state["updates"]) + 1)
-        trainer = cls(cfg, plugins, console=console, run_dir=Path(run_dir), seed_offset=offset)
         try:
-            trainer.load_state_dict(state)
+            trainer.load_state_dict(saved.state)
         except BaseException:
             trainer.close()
             raise
-        print(f"resumed {run_dir} from {path.name} at {trainer.env_steps:,} env steps")
+        print(f"resumed {run_dir} from {saved.path.name} at {trainer.env_steps:,} env steps")
         return trainer
 
     def close(self) -> None:

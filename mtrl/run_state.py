@@ -1,0 +1,93 @@
+"""What a checkpoint of a training run holds, and how a run continues from one.
+
+:func:`capture` turns a :class:`~mtrl.trainer.Trainer` into plain data (model, optimiser,
+PopArt statistics, per-task counters, actors per task, RNG states, the config) that loads
+with ``torch.load(weights_only=True)``; :func:`restore` puts it back. Storage — atomic writes,
+keep-last-N, corrupt-file fallback — is :mod:`mtrl.checkpoint`'s job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mtrl.checkpoint import capture_rng_state, load_latest, restore_rng_state
+from mtrl.config import ExperimentConfig, parse_config
+
+if TYPE_CHECKING:
+    from mtrl.plugins import Plugins
+    from mtrl.trainer import Trainer
+
+
+def capture(trainer: Trainer, elapsed: float) -> dict[str, Any]:
+    """The trainer's state after ``elapsed`` seconds of this session."""
+    return {
+        "config": trainer.cfg.model_dump(mode="json"),
+        "learner": trainer.learner.state_dict(),
+        "env_steps": trainer.env_steps,
+        "updates": trainer.updates,
+        "elapsed_s": trainer.elapsed_before + elapsed,
+        "tasks": [
+            {
+                "env_steps": p.env_steps,
+                "episodes": p.episodes,
+                "returns": list(p.returns),
+                "lengths": list(p.lengths),
+                "env_seconds": p.env_seconds,
+                "samples": p.samples,
+            }
+            for p in trainer.progress
+        ],
+        "actors": trainer.pool.actors_per_task(),
+        "rng": capture_rng_state(),
+    }
+
+
+def restore(trainer: Trainer, state: dict[str, Any]) -> None:
+    """Load :func:`capture`'s output into a freshly built trainer of the same config."""
+    trainer.learner.load_state_dict(state["learner"])
+    trainer.pool.publish(trainer.model, trainer.learner.version)
+    trainer.updates = int(state["updates"])
+    trainer.elapsed_before = float(state["elapsed_s"])
+    for p, t in zip(trainer.progress, state["tasks"], strict=True):
+        p.env_steps, p.episodes = int(t["env_steps"]), int(t["episodes"])
+        p.returns.extend(t["returns"])
+        p.lengths.extend(t["lengths"])
+        p.env_seconds, p.samples = float(t["env_seconds"]), int(t["samples"])
+    if hasattr(trainer.pool, "set_actors") and state.get("actors"):
+        trainer.pool.set_actors(list(state["actors"]))
+    restore_rng_state(state["rng"])
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """A run's newest loadable checkpoint, ready to build the trainer that continues it."""
+
+    config: ExperimentConfig
+    state: dict[str, Any]
+    path: Path
+    seed_offset: int
+    """Shift of the env seeds: the envs' internal state is not in the checkpoint, so the
+    resumed run starts fresh episodes rather than replaying the first session's."""
+
+
+def load_for_resume(
+    run_dir: Path, plugins: Plugins, total_env_steps: int | None = None
+) -> SavedRun:
+    """The newest good checkpoint of ``run_dir`` and its config, validated against the
+    installed plugins (``total_env_steps`` overrides the saved budget)."""
+    import yaml
+
+    state, path = load_latest(run_dir)
+    data = dict(state["config"])
+    if total_env_steps is not None:
+        data["total_env_steps"] = total_env_steps
+    cfg = parse_config(
+        yaml.safe_dump(data, sort_keys=False),
+        f"{path} (config)",
+        env_ids=plugins.envs.ids(),
+        scheduler_policies=plugins.schedulers.names(),
+        tracker_names=plugins.trackers.names(),
+    )
+    return SavedRun(cfg, state, path, seed_offset=1_000_003 * (int(state["updates"]) + 1))
