@@ -8,8 +8,11 @@ end-to-end training rate in each actor mode. On this 2-core CPU the stages share
 so the limit is ``1 / (1/a + 1/b + 1/c)`` and the target is end-to-end ≥ 0.9 of it; where
 stages run on separate hardware the target is ≥ 0.75 · min(a, b, c).
 
-Usage: ``python benchmarks/throughput.py [--seconds 8] [--workloads cartpole minatar]
-[--modes serial process]``. Writes ``docs/results/throughput.json``.
+Each workload is measured ``--repeat`` times (stages, then end-to-end, back to back) and the
+median ratio per mode is reported: single measurements on a shared machine swing by ±10 %.
+
+Usage: ``python benchmarks/throughput.py [--seconds 8] [--repeat 3] [--workloads cartpole
+minatar] [--modes serial process]``. Writes ``docs/results/throughput.json``.
 """
 
 from __future__ import annotations
@@ -75,24 +78,27 @@ def _timed(fn, seconds: float) -> tuple[int, float]:
 
 
 def stage_env(w: dict[str, Any], seconds: float) -> float:
-    """(a) env steps/s of all the workload's copies, random actions, nothing else."""
+    """(a) env steps/s of the workload's batch envs (one per actor, stepped in turn), random
+    actions, nothing else."""
     spec = get_plugins().envs.get(w["env"])
-    n = w["num_envs"] * w["actors"]
-    env = spec.build(n, 0)
-    env.reset()
+    n = w["num_envs"]
+    envs = [spec.build(n, seed) for seed in range(w["actors"])]
+    for env in envs:
+        env.reset()
     rng = np.random.default_rng(0)
-    acts = [random_actions(env.single_action_space, n, rng) for _ in range(64)]
+    acts = [random_actions(envs[0].single_action_space, n, rng) for _ in range(64)]
     i = [0]
 
     def step() -> int:
-        env.step(acts[i[0] % 64])
+        envs[i[0] % len(envs)].step(acts[i[0] % 64])
         i[0] += 1
         return n
 
     try:
         units, dt = _timed(step, seconds)
     finally:
-        env.close()
+        for env in envs:
+            env.close()
     return units / dt
 
 
@@ -187,28 +193,49 @@ def end_to_end(w: dict[str, Any], mode: str, seconds: float, warmup_s: float) ->
     return {"sps": sps, "policy_lag_mean": float(np.mean(lag)) if lag else None}
 
 
-def run(workloads: list[str], modes: list[str], seconds: float) -> dict[str, Any]:
+def measure_once(w: dict[str, Any], modes: list[str], seconds: float) -> dict[str, Any]:
+    """Stages (a), (c), (b) then end-to-end in each mode, back to back."""
+    cfg = _config(w, "serial", 1, "/tmp")
+    model, learner, unrolls, pools = _model_and_unrolls(cfg)
+    res: dict[str, Any] = {"a_env_sps": stage_env(w, seconds)}
+    res["c_inference_sps"] = stage_inference(cfg, model, unrolls, seconds)
+    res["b_learner_sps"] = stage_learner(learner, unrolls, seconds)
+    for p in pools:
+        p.close()
+    a, b, c = res["a_env_sps"], res["b_learner_sps"], res["c_inference_sps"]
+    res["limit_shared_cores_sps"] = 1 / (1 / a + 1 / b + 1 / c)
+    res["limit_separate_hw_sps"] = min(a, b, c)
+    for mode in modes:
+        e2e = end_to_end(w, mode, seconds * 2, warmup_s=3.0)
+        e2e["vs_shared_limit"] = e2e["sps"] / res["limit_shared_cores_sps"]
+        res[f"end_to_end_{mode}"] = e2e
+    return res
+
+
+def run(workloads: list[str], modes: list[str], seconds: float, repeat: int) -> dict[str, Any]:
+    """Each workload measured ``repeat`` times; the median ratio per mode is the figure."""
     torch.set_num_threads(1)
-    out: dict[str, Any] = {"machine": machine(), "seconds_per_stage": seconds, "workloads": {}}
+    out: dict[str, Any] = {
+        "machine": machine(),
+        "seconds_per_stage": seconds,
+        "repeat": repeat,
+        "workloads": {},
+    }
     for name in workloads:
         w = WORKLOADS[name]
-        cfg = _config(w, "serial", 1, "/tmp")
-        model, learner, unrolls, pools = _model_and_unrolls(cfg)
-        res: dict[str, Any] = {"settings": {**w, "unroll_length": UNROLL}}
-        res["a_env_sps"] = stage_env(w, seconds)
-        res["c_inference_sps"] = stage_inference(cfg, model, unrolls, seconds)
-        res["b_learner_sps"] = stage_learner(learner, unrolls, seconds)
-        for p in pools:
-            p.close()
-        a, b, c = res["a_env_sps"], res["b_learner_sps"], res["c_inference_sps"]
-        res["limit_shared_cores_sps"] = 1 / (1 / a + 1 / b + 1 / c)
-        res["limit_separate_hw_sps"] = min(a, b, c)
+        reps = []
+        for r in range(repeat):
+            reps.append(measure_once(w, modes, seconds))
+            _print(f"{name} (repeat {r + 1}/{repeat})", {**reps[-1], "settings": w}, modes)
+        res: dict[str, Any] = {"settings": {**w, "unroll_length": UNROLL}, "repeats": reps}
         for mode in modes:
-            e2e = end_to_end(w, mode, seconds * 2, warmup_s=3.0)
-            e2e["vs_shared_limit"] = e2e["sps"] / res["limit_shared_cores_sps"]
-            res[f"end_to_end_{mode}"] = e2e
+            ratios = [x[f"end_to_end_{mode}"]["vs_shared_limit"] for x in reps]
+            res[f"median_vs_shared_limit_{mode}"] = float(np.median(ratios))
+            print(
+                f"{name} {mode}: ratios {[round(x, 2) for x in ratios]}, median "
+                f"{np.median(ratios):.2f}"
+            )
         out["workloads"][name] = res
-        _print(name, res, modes)
     return out
 
 
@@ -232,8 +259,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     ap.add_argument("--modes", nargs="+", default=["serial", "process"])
+    ap.add_argument("--repeat", type=int, default=3, help="measurements per workload (median)")
     args = ap.parse_args()
-    out = run(args.workloads, args.modes, args.seconds)
+    out = run(args.workloads, args.modes, args.seconds, args.repeat)
     print(f"\nwritten to {write_result('throughput', out)}")
 
 

@@ -74,9 +74,7 @@ class Trainer:
         seed_offset += 7919 * self.ctx.rank * max(t.num_envs for t in cfg.tasks)
         self.pool: Any = None
         self.tracker: Any = None
-        self.rebalancer = Rebalancer(cfg, plugins)
         self.queue = UnrollQueue(len(cfg.tasks), cfg.scheduler.max_hold_s)
-        self._actor_tasks: list[int] = []
         serial = cfg.actors.mode == "serial"
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
         self.anakin: list[AnakinRunner] = []
@@ -113,7 +111,9 @@ class Trainer:
             actor_tasks: list[TaskSetup | None] = [
                 s if i in local and not cfg.tasks[i].anakin else None for i, s in enumerate(setups)
             ]
-            self._actor_tasks = [i for i, s in enumerate(actor_tasks) if s is not None]
+            # The budget is shared by the tasks whose actors this process runs.
+            local_actor_tasks = [i for i, s in enumerate(actor_tasks) if s is not None]
+            self.rebalancer = Rebalancer(cfg, plugins, local_actor_tasks)
             for i, env in enumerate(envs):
                 if env is None:
                     continue
@@ -327,14 +327,12 @@ class Trainer:
             )
 
     def _set_share_targets(self, shares: list[float | None]) -> None:
-        """Govern the local actor tasks that have a target share and actors."""
+        """Govern the tasks that have a target share (only the rebalancer's actor tasks do) and
+        actors running."""
         if not self.cfg.scheduler.share_gate:
             return
         actors = self.pool.actors_per_task()
-        local = set(self._actor_tasks)
-        self.queue.set_targets(
-            [s if i in local and actors[i] > 0 else None for i, s in enumerate(shares)]
-        )
+        self.queue.set_targets([s if actors[i] > 0 else None for i, s in enumerate(shares)])
 
     def _rebalance(self) -> None:
         """Apply the scheduler's decision when one is due (parallel pools only)."""

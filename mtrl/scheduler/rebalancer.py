@@ -32,23 +32,33 @@ class Decision:
     shares: list[float | None]
 
 
-def budget_for(cfg: ExperimentConfig) -> Budget:
-    """The run's budget; at least ``max(1, min_actors_per_task)`` actors per task."""
+def budget_for(cfg: ExperimentConfig, num_tasks: int | None = None) -> Budget:
+    """The budget for ``num_tasks`` actor tasks (default: all the config's); at least
+    ``max(1, min_actors_per_task)`` actors per task."""
     sc = cfg.scheduler
     floor = max(1, sc.min_actors_per_task)
-    slots = max(sc.num_actors, floor * len(cfg.tasks))
+    n = len(cfg.tasks) if num_tasks is None else num_tasks
+    slots = max(sc.num_actors, floor * n)
     return Budget(slots=slots, min_per_task=floor, floor_share=sc.progress_floor)
 
 
 class Rebalancer:
-    """Per-task :class:`TaskStats` and the configured policy, consulted on a timer."""
+    """Per-task :class:`TaskStats` and the configured policy, consulted on a timer.
 
-    def __init__(self, cfg: ExperimentConfig, plugins: Plugins) -> None:
+    ``actor_tasks`` are the tasks whose actors this process runs (default: all); the budget is
+    shared among them only, and every other task (Anakin tasks stepped on the device, tasks
+    another rank runs) is decided 0 actors and no target share.
+    """
+
+    def __init__(
+        self, cfg: ExperimentConfig, plugins: Plugins, actor_tasks: Sequence[int] | None = None
+    ) -> None:
         sc = cfg.scheduler
         self.names = [t.key for t in cfg.tasks]
+        self.actor_tasks = list(range(len(cfg.tasks)) if actor_tasks is None else actor_tasks)
         self.every_s = sc.rebalance_every_s
         self.policy = get_policy(sc.policy, plugins)
-        self.budget = budget_for(cfg)
+        self.budget = budget_for(cfg, len(self.actor_tasks))
         self.stats = []
         for task in cfg.tasks:
             spec = plugins.envs.get(task.env)
@@ -101,11 +111,14 @@ class Rebalancer:
         return self._decide(current)
 
     def _decide(self, current: list[int]) -> Decision:
-        records = snapshot(self.stats, dict(zip(self.names, current, strict=True)))
-        alloc = self.policy(records, self.budget)
-        counts = [int(alloc[n]) for n in self.names]
-        reasons = [alloc.reasons.get(n, "") for n in self.names]
-        shares = [alloc.shares.get(n) for n in self.names]
+        stats = [self.stats[i] for i in self.actor_tasks]
+        records = snapshot(stats, {self.names[i]: current[i] for i in self.actor_tasks})
+        alloc = self.policy(records, self.budget) if records else None
+        counts, reasons, shares = [0] * len(self.names), [""] * len(self.names), []
+        for i, n in enumerate(self.names):
+            if alloc is not None and i in self.actor_tasks:
+                counts[i], reasons[i] = int(alloc[n]), alloc.reasons.get(n, "")
+            shares.append(alloc.shares.get(n) if alloc is not None else None)
         return Decision(counts, reasons, counts != list(current), shares)
 
 
