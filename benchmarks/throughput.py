@@ -143,6 +143,34 @@ def stage_inference(cfg: Any, model: MultiTaskModel, unrolls: list, seconds: flo
     return units / dt
 
 
+def interference(w: dict[str, Any], model: MultiTaskModel, steps: int = 3000) -> dict[str, float]:
+    """Microseconds per ``env.step`` of one batch env stepped alone, and right after a model
+    forward on the same thread (what the serial loop does): the cost of sharing one core."""
+    spec = get_plugins().envs.get(w["env"])
+    env = spec.build(w["num_envs"], 0)
+    obs = env.reset()
+    inf = InferenceModel(model, shared=True)
+    space = env.single_action_space
+    out: dict[str, float] = {}
+    try:
+        for label, with_forward in (("alone", False), ("after_forward", True)):
+            rng = np.random.default_rng(0)
+            total = 0.0
+            for _ in range(steps):
+                if with_forward:
+                    raw, _, _ = inf.act(0, obs)
+                    actions = env_actions(space, raw)
+                else:
+                    actions = random_actions(space, w["num_envs"], rng)
+                t0 = time.perf_counter()
+                obs = env.step(actions).obs
+                total += time.perf_counter() - t0
+            out[f"env_step_us_{label}"] = total / steps * 1e6
+    finally:
+        env.close()
+    return out
+
+
 def stage_learner(learner: Learner, unrolls: list, seconds: float) -> float:
     """(b) env steps/s that learner updates alone consume (the same batch replayed)."""
     batches = [to_task_batch(u.buffer, learner.device) for u in unrolls]
@@ -200,6 +228,7 @@ def measure_once(w: dict[str, Any], modes: list[str], seconds: float) -> dict[st
     res: dict[str, Any] = {"a_env_sps": stage_env(w, seconds)}
     res["c_inference_sps"] = stage_inference(cfg, model, unrolls, seconds)
     res["b_learner_sps"] = stage_learner(learner, unrolls, seconds)
+    res["interference"] = interference(w, model)
     for p in pools:
         p.close()
     a, b, c = res["a_env_sps"], res["b_learner_sps"], res["c_inference_sps"]
@@ -246,6 +275,11 @@ def _print(name: str, r: dict[str, Any], modes: list[str]) -> None:
     print(f"(c) inference        {r['c_inference_sps']:>12,.0f} steps/s")
     print(f"(b) learner          {r['b_learner_sps']:>12,.0f} steps/s")
     print(f"limit 1/(1/a+1/b+1/c){r['limit_shared_cores_sps']:>12,.0f} steps/s")
+    i = r["interference"]
+    print(
+        f"one env.step: {i['env_step_us_alone']:.0f} us alone, "
+        f"{i['env_step_us_after_forward']:.0f} us right after a model forward"
+    )
     for mode in modes:
         e = r[f"end_to_end_{mode}"]
         print(

@@ -184,21 +184,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer.request_stop()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    is_main = trainer.ctx.is_main
+    ctx = trainer.ctx
+    finished = False
     try:
         result = trainer.run()
+        finished = True
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        trainer.close()
-    if not is_main:  # replicas of a torchrun job: rank 0 reports for all
-        return 0
-    _print_results(result)
-    if received:
-        if result.run_dir is not None:
+        trainer.close(keep_process_group=finished and ctx.distributed)
+    code = 128 + received[0] if received else 0
+    if ctx.is_main:  # replicas of a torchrun job: rank 0 reports for all
+        _print_results(result)
+        if received and result.run_dir is not None:
             print(f"checkpoint written; continue with: mtrl train --resume {result.run_dir}")
-        return 128 + received[0]
-    return 0
+    if ctx.distributed:
+        ctx.exit_process(code)
+    return code
 
 
 def _relaunch_with_torchrun(nproc: int) -> int:

@@ -153,7 +153,7 @@ class Trainer:
         self._stop = False
         self.updates = 0
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
-        self.run_dir: Path | None = run_dir
+        self.run_dir: Path | None = run_dir if self.ctx.is_main else None  # rank 0 writes
         if run_dir is None and write_run_dir:
             self.run_dir = create_run_dir(
                 cfg.tracking.run_dir, cfg.name, cfg.seed, cfg.model_dump(mode="json")
@@ -181,12 +181,18 @@ class Trainer:
 
     @property
     def env_steps(self) -> int:
+        """Env steps of this process's tasks (this replica's, in a torchrun job)."""
         return sum(p.env_steps for p in self.progress)
+
+    @property
+    def run_env_steps(self) -> int:
+        """Env steps of the whole run: over all replicas, as of their last joint decision."""
+        return max(self.total_env_steps, self.env_steps)
 
     def run(self) -> TrainResult:
         cfg, ck = self.cfg, self.cfg.checkpoint
         start = last_log = last_ckpt_t = time.perf_counter()
-        steps_at_log = last_ckpt_steps = self.env_steps
+        steps_at_log, last_ckpt_steps = self.env_steps, self.run_env_steps
         metrics: dict[str, float] = {}
         self._stop = False
         done = False
@@ -209,30 +215,26 @@ class Trainer:
                 metrics = self._learn(take, on_device)
                 on_device, device_columns = [], 0
                 self._drain_anakin_episodes()
-            done = self._done(learned)
-            self._rebalance()
             now = time.perf_counter()
+            due = self._checkpoint_due(
+                self.run_env_steps - last_ckpt_steps, now - last_ckpt_t, self.run_dir is not None
+            )
+            done, save = self._done(learned, due)
+            self._rebalance()
             if now - last_log >= cfg.tracking.log_every_s:
                 sps = (self.env_steps - steps_at_log) / (now - last_log)
                 self._log(metrics, sps, now - start)
                 last_log, steps_at_log = now, self.env_steps
-            if (
-                self.run_dir is not None
-                and ck.enabled
-                and (
-                    (ck.every_env_steps and self.env_steps - last_ckpt_steps >= ck.every_env_steps)
-                    or (ck.every_s and now - last_ckpt_t >= ck.every_s)
-                )
-            ):
+            if save:
                 self.save_checkpoint(now - start)
-                last_ckpt_t, last_ckpt_steps = now, self.env_steps
+                last_ckpt_t, last_ckpt_steps = now, self.run_env_steps
         for ru in queue.drain():
             self.pool.release(ru)
         seconds = time.perf_counter() - start
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
-        if self.run_dir is not None and ck.enabled:
-            self.save_checkpoint(seconds)
-        steps = max(self.total_env_steps, self.env_steps)
+        if ck.enabled and (self.run_dir is not None or self.ctx.distributed):
+            self.save_checkpoint(seconds)  # every replica: a sharded learner's state is gathered
+        steps = self.run_env_steps
         return TrainResult(self.run_dir, steps, self.updates, seconds, self.results())
 
     def _drain_anakin_episodes(self) -> None:
@@ -245,18 +247,36 @@ class Trainer:
             p.lengths.extend(lengths)
             self.rebalancer.observe_episodes(runner.task, returns)
 
-    def _done(self, learned: bool) -> bool:
-        """Whether to stop. Replicas decide together right after each update (all call it the
-        same number of times), so none leaves while the others wait in an all-reduce."""
+    def _checkpoint_due(self, steps_since: int, seconds_since: float, writer: bool) -> bool:
+        """Whether this process would write a periodic checkpoint now (rank 0's call counts)."""
+        ck = self.cfg.checkpoint
+        return (
+            writer
+            and ck.enabled
+            and bool(
+                (ck.every_env_steps and steps_since >= ck.every_env_steps)
+                or (ck.every_s and seconds_since >= ck.every_s)
+            )
+        )
+
+    def _done(self, learned: bool, checkpoint_due: bool = False) -> tuple[bool, bool]:
+        """(stop, save a checkpoint now). Replicas decide both together right after each
+        update (all call it the same number of times), so none leaves while the others wait in
+        an all-reduce, and all take part in a checkpoint (a sharded learner's state is
+        gathered from every rank)."""
         targets = self.cfg.stop_at_target and self._targets_reached()
         if not self.ctx.distributed:
             self.total_env_steps = self.env_steps
-            return self.env_steps >= self.cfg.total_env_steps or self._stop or targets
+            stop = self.env_steps >= self.cfg.total_env_steps or self._stop or targets
+            return stop, checkpoint_due
         if not learned:
-            return False
-        steps, stops, reached = self.ctx.all_sum([self.env_steps, self._stop, targets])
+            return False, False
+        steps, stops, reached, save = self.ctx.all_sum(
+            [self.env_steps, self._stop, targets, checkpoint_due]
+        )
         self.total_env_steps = int(steps)
-        return steps >= self.cfg.total_env_steps or stops > 0 or reached >= self.ctx.world_size
+        stop = steps >= self.cfg.total_env_steps or stops > 0 or reached >= self.ctx.world_size
+        return stop, save > 0
 
     def request_stop(self) -> None:
         """Finish the current round and return from :meth:`run` (signal handlers, benchmarks)."""
@@ -380,7 +400,7 @@ class Trainer:
 
     def _log(self, metrics: dict[str, float], sps: float, elapsed: float) -> None:
         record: dict[str, Any] = {
-            "charts/env_steps": max(self.total_env_steps, self.env_steps),
+            "charts/env_steps": self.run_env_steps,
             "charts/sps": sps,
             "charts/updates": self.updates,
             "charts/elapsed_s": self.elapsed_before + elapsed,
@@ -413,11 +433,14 @@ class Trainer:
         """Continue from :meth:`state_dict`'s output (the pool's weights are republished)."""
         run_state.restore(self, state)
 
-    def save_checkpoint(self, elapsed: float) -> Path:
-        assert self.run_dir is not None
-        return save_checkpoint(
-            self.run_dir, self.state_dict(elapsed), self.env_steps, self.cfg.checkpoint.keep_last
-        )
+    def save_checkpoint(self, elapsed: float) -> Path | None:
+        """Write a checkpoint into the run directory (rank 0; the path). In a torchrun job
+        every replica calls it, since a sharded learner's state is gathered from all."""
+        state = self.state_dict(elapsed)
+        if self.run_dir is None:
+            return None
+        keep = self.cfg.checkpoint.keep_last
+        return save_checkpoint(self.run_dir, state, self.run_env_steps, keep)
 
     @classmethod
     def resume(
@@ -446,7 +469,10 @@ class Trainer:
         print(f"resumed {run_dir} from {saved.path.name} at {trainer.env_steps:,} env steps")
         return trainer
 
-    def close(self) -> None:
+    def close(self, keep_process_group: bool = False) -> None:
+        """Stop the actors, flush the trackers and leave the process group (unless
+        ``keep_process_group``: the caller then ends the process with
+        :meth:`DistContext.exit_process`)."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None
@@ -457,5 +483,6 @@ class Trainer:
             self.tracker.close()
             self.tracker = None
         if getattr(self, "ctx", None) is not None:
-            self.ctx.destroy(wait_for_peers=sys.exc_info()[0] is None)
+            if not keep_process_group:
+                self.ctx.destroy(wait_for_peers=sys.exc_info()[0] is None)
             self.ctx = None

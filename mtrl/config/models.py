@@ -144,8 +144,11 @@ class PopArtConfig(_Model):
 
     enabled: bool = True
     """Normalise value targets per task; off means raw (reward-scaled) targets."""
-    beta: float = Field(default=3e-4, gt=0, le=1)
-    """Step size of the exponential moving averages of the first and second moments."""
+    beta: float = Field(default=0.01, gt=0, le=1)
+    """Step size of the exponential moving averages of the first and second moments. 0.01
+    lets the statistics follow returns that grow 100x within a run of ~10^3 updates; the
+    paper's 3e-4 suits runs of 10^5+ updates (with it, a short run's σ lags far behind:
+    docs/BENCHMARKS.md, "PopArt across reward scales")."""
     init_from_first_batch: bool = True
     """Set a task's statistics from its first batch of targets (β = 1 once) and keep its
     untrained head's normalised outputs, instead of moving away from μ = 0, ν = 1 at step β:

@@ -23,8 +23,10 @@ from __future__ import annotations
 import datetime
 import importlib
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -134,6 +136,21 @@ class DistContext:
             if wait_for_peers:
                 dist.barrier()
             dist.destroy_process_group()
+
+    def exit_process(self, code: int) -> NoReturn:
+        """End this replica's process once every rank got here, without tearing gloo down.
+
+        For the end of a successful torchrun job, when all results are on disk: on a loaded
+        machine gloo's teardown (``destroy_process_group`` or the interpreter's exit) now and
+        then aborts a rank ("terminate called without an active exception") after its work is
+        done, which fails the whole launch for nothing. The barrier keeps any rank from leaving
+        while a peer still talks to it; ``os._exit`` then skips the teardown.
+        """
+        if dist.is_initialized():
+            dist.barrier()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def broadcast_parameters(params: Iterable[torch.Tensor], src: int = 0) -> None:

@@ -256,6 +256,12 @@ class Learner:
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            **self._statistics(),
+        }
+
+    def _statistics(self) -> dict[str, Any]:
+        """PopArt statistics and the policy version (the same on every replica)."""
+        return {
             "mu": self.mu,
             "nu": self.nu,
             "popart_seen": self.popart_seen,
@@ -265,10 +271,13 @@ class Learner:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self._load_statistics(state)
+
+    def _load_statistics(self, state: dict[str, Any]) -> None:
+        """PopArt statistics and the policy version from :meth:`state_dict`'s output."""
         self.mu.copy_(state["mu"])
         self.nu.copy_(state["nu"])
         self.version = int(state["version"])
         # Checkpoints from before first-batch initialisation: a trained learner has seen its tasks.
-        self.popart_seen.copy_(
-            state.get("popart_seen", torch.full_like(self.popart_seen, self.version > 0))
-        )
+        seen = state.get("popart_seen", torch.full_like(self.popart_seen, self.version > 0))
+        self.popart_seen.copy_(seen)

@@ -16,6 +16,12 @@ must line up), even on a rank without batches.
 Both build on :class:`mtrl.learner.distributed.DataParallelLearner`: the global sample count,
 the PopArt moment sums and the metrics are all-reduced the same way, and the gradient norm is
 clipped over all ranks' parameters.
+
+**Checkpoints.** ``state_dict()`` is a collective here: every rank calls it and gets the *whole*
+learner — every task's modules, the full torso, and the optimiser state of every parameter keyed
+by parameter name (``torch.distributed.checkpoint.state_dict``), not by a rank-local index — so
+the file rank 0 writes resumes any rank, and any world size whose ranks can hold their share.
+``load_state_dict`` takes that whole state on every rank and keeps each rank's part.
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DataParallelLearner, broadcast_parameters
@@ -82,6 +94,40 @@ def shard_tasks(model: nn.Module, world_size: int, rank: int) -> list[int]:
     return list(owners)
 
 
+def _to_cpu(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().clone()
+    if isinstance(x, dict):
+        return {k: _to_cpu(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return type(x)(_to_cpu(v) for v in x)
+    return x
+
+
+def merge_optimizer_states(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One name-keyed optimiser state from the ranks' (each holding some parameters): the
+    union of their per-parameter states, and of each param group's parameter names."""
+    state: dict[str, Any] = {}
+    groups: list[dict[str, Any]] = []
+    for part in parts:
+        state.update(part["state"])
+        for i, g in enumerate(part["param_groups"]):
+            if i == len(groups):
+                groups.append({**g, "params": []})
+            groups[i]["params"] += [n for n in g["params"] if n not in groups[i]["params"]]
+    return {"state": state, "param_groups": groups}
+
+
+def select_optimizer_state(full: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    """The part of a name-keyed optimiser state that concerns parameters ``names``."""
+    return {
+        "state": {n: v for n, v in full["state"].items() if n in names},
+        "param_groups": [
+            {**g, "params": [n for n in g["params"] if n in names]} for g in full["param_groups"]
+        ],
+    }
+
+
 class TaskShardedLearner(DataParallelLearner):
     """Each rank learns its own tasks' modules; the torso and value head are data parallel."""
 
@@ -108,6 +154,32 @@ class TaskShardedLearner(DataParallelLearner):
                 f"{[self.owners[k] for k in foreign]}; it owns {self.local_tasks}"
             )
         return super().update(batches)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole learner on every rank (a collective): see the module docstring."""
+        local = get_optimizer_state_dict(
+            self.model, self.optimizer, options=StateDictOptions(full_state_dict=False)
+        )
+        parts: list[Any] = [None] * self.ctx.world_size
+        dist.all_gather_object(parts, _to_cpu(local))
+        return {
+            "model": self.full_model_state(),
+            "optimizer": merge_optimizer_states(parts),
+            **self._statistics(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Keep this rank's part of a whole learner's state (every rank gets the same)."""
+        mine = self.model.state_dict().keys()
+        names = {n for n, _ in self.model.named_parameters()}
+        self.model.load_state_dict({k: v for k, v in state["model"].items() if k in mine})
+        set_optimizer_state_dict(
+            self.model,
+            self.optimizer,
+            select_optimizer_state(state["optimizer"], names),
+            options=StateDictOptions(full_state_dict=False),
+        )
+        self._load_statistics(state)
 
     def full_model_state(self) -> dict[str, torch.Tensor]:
         state = super().full_model_state()
@@ -143,6 +215,24 @@ class FSDPLearner(DataParallelLearner):
 
     def sharded_parameters(self) -> list[nn.Parameter]:
         return list(self.model.torso.parameters())
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole learner on every rank (a collective: gathers the torso's shards)."""
+        optimizer = get_optimizer_state_dict(
+            self.model, self.optimizer, options=StateDictOptions(full_state_dict=True)
+        )
+        return {
+            "model": self.full_model_state(),
+            "optimizer": _to_cpu(optimizer),
+            **self._statistics(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Shard a whole learner's state (every rank gets the same) back over the ranks."""
+        full = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(self.model, state["model"], options=full)
+        set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"], options=full)
+        self._load_statistics(state)
 
     def full_model_state(self) -> dict[str, torch.Tensor]:
         out = {}

@@ -8,6 +8,7 @@ MODE is ``none`` (data parallel), ``task_sharded`` or ``fsdp``; results go to
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -30,6 +31,44 @@ from mtrl.learner.parallel import make_learner
 def _local_numel(p: torch.Tensor) -> int:
     """Elements this rank stores of ``p`` (a DTensor's shard under FSDP)."""
     return p.to_local().numel() if hasattr(p, "to_local") else p.numel()
+
+
+def _shard(mode: str, step: int, learner, ctx: DistContext) -> list:
+    if mode == "task_sharded":
+        return task_shard(step, learner.local_tasks)
+    return data_parallel_shard(step, ctx.rank)
+
+
+def _resume_check(mode: str, ctx: DistContext) -> dict:
+    """Save after two updates (rank 0's state, as the checkpoint file every rank reads on
+    resume), then take the third update both in the saved learner and in a fresh one that
+    loaded the state: the two must end equal."""
+    saved = make_learner(build_model(), learner_config(mode), NAMES, ctx)
+    for i in range(2):
+        saved.update(_shard(mode, i, saved, ctx))
+    state = saved.state_dict()  # a collective in the sharded modes
+    box = [state if ctx.rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    # Through bytes as in a checkpoint file (and a copy: the state holds the live tensors).
+    buf = io.BytesIO()
+    torch.save(box[0], buf)
+    buf.seek(0)
+    state = torch.load(buf, weights_only=True)
+    saved.update(_shard(mode, 2, saved, ctx))
+    fresh = build_model()
+    with torch.no_grad():  # a different start: everything must come from the state
+        for p in fresh.parameters():
+            p.add_(0.5)
+    resumed = make_learner(fresh, learner_config(mode), NAMES, ctx)
+    resumed.load_state_dict(state)
+    resumed.update(_shard(mode, 2, resumed, ctx))
+    return {
+        "continued": saved.full_model_state(),
+        "resumed": resumed.full_model_state(),
+        "saved_model_keys": sorted(state["model"]),
+        "saved_optimizer_params": len(state["optimizer"]["state"]),
+        "versions": (saved.version, resumed.version),
+    }
 
 
 def main(out: Path, modes: list[str]) -> None:
@@ -59,6 +98,7 @@ def main(out: Path, modes: list[str]) -> None:
                 "torso_local_numel": sum(_local_numel(p) for p in model.torso.parameters()),
                 "torso_full_numel": sum(p.numel() for p in model.torso.parameters()),
             }
+            result["resume"] = _resume_check(mode, ctx)
             torch.save(result, out / f"{mode}_rank{ctx.rank}.pt")
     except BaseException:
         ctx.destroy(wait_for_peers=False)

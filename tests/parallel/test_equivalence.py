@@ -20,6 +20,7 @@ from parallel_scenarios import (
     WORLD,
     assert_matches_single_process,
     assert_ranks_identical,
+    build_model,
     learner_config,
     run_single_process,
 )
@@ -66,6 +67,22 @@ def test_ranks_match_single_process(mode: str, ranks, reference) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_ranks_stay_identical(mode: str, ranks) -> None:
     assert_ranks_identical(ranks[mode])
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_learner_resumed_from_rank_0s_state_continues_exactly(mode: str, ranks) -> None:
+    """The state rank 0 saves holds the whole learner (every task's modules, the full torso,
+    every parameter's optimiser state), and a fresh replica that loads it takes the same next
+    update as the one that saved it."""
+    full = build_model()
+    for r in ranks[mode]:
+        res = r["resume"]
+        assert res["saved_model_keys"] == sorted(full.state_dict())
+        assert res["saved_optimizer_params"] == len(list(full.parameters()))
+        assert res["versions"] == (3, 3)
+        for name, want in res["continued"].items():
+            torch.testing.assert_close(res["resumed"][name], want, rtol=0, atol=1e-7, msg=name)
 
 
 @pytest.mark.timeout(200)

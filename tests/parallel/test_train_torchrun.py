@@ -8,34 +8,46 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_two_replicas_train_from_one_command(tmp_path: Path) -> None:
-    cfg = tmp_path / "dp.yaml"
+def _config(tmp_path: Path, name: str, total: int, learner: str, extra: str = "") -> Path:
+    """Two tasks (CartPole, Pendulum), serial actors, small model; ``learner`` adds keys."""
+    cfg = tmp_path / f"{name}.yaml"
     cfg.write_text(
         f"""
-name: dp
-total_env_steps: 24000
+name: {name}
+total_env_steps: {total}
 tasks:
   - env: gymnasium/CartPole-v1
     num_envs: 8
   - env: gymnasium/Pendulum-v1
     num_envs: 8
 actors: {{mode: serial}}
-learner: {{batch_size: 16, model: {{encoder_dim: 32, torso: [32]}}}}
+learner: {{model: {{encoder_dim: 32, torso: [32]}}, {learner}}}
 tracking: {{run_dir: {tmp_path / "runs"}, log_every_s: 1, console: plain,
             wandb: {{mode: disabled}}}}
+{extra}
 """
     )
+    return cfg
+
+
+def _train(*args: str) -> subprocess.CompletedProcess[str]:
     res = subprocess.run(
-        [sys.executable, "-m", "mtrl.cli", "train", str(cfg), "--nproc", "2"],
+        [sys.executable, "-m", "mtrl.cli", "train", *args, "--nproc", "2"],
         capture_output=True,
         text=True,
         timeout=280,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res
+
+
+def test_two_replicas_train_from_one_command(tmp_path: Path) -> None:
+    res = _train(str(_config(tmp_path, "dp", 24000, "batch_size: 16")))
     (run_dir,) = (tmp_path / "runs").iterdir()  # rank 0 alone writes a run directory
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").open()]
     last = records[-1]
@@ -44,3 +56,22 @@ tracking: {{run_dir: {tmp_path / "runs"}, log_every_s: 1, console: plain,
     assert last["task/gymnasium/CartPole-v1/env_steps"] < last["charts/env_steps"] / 1.5
     assert list((run_dir / "checkpoints").glob("ckpt_*.pt"))
     assert res.stdout.count("run directory:") == 1
+
+
+def test_a_task_sharded_run_checkpoints_the_whole_learner_and_resumes(tmp_path: Path) -> None:
+    learner = "batch_size: 8, parallel: {model_parallel: task_sharded}"
+    extra = "checkpoint: {every_env_steps: 8000}"
+    _train(str(_config(tmp_path, "sharded", 16000, learner, extra)))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ckpts = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))
+    assert len(ckpts) == 2, "a periodic checkpoint (8k steps) and the final one (16k)"
+    state = torch.load(ckpts[-1], weights_only=True)
+    # Each rank holds one task's encoder and head; the checkpoint holds both tasks', with
+    # their optimiser state (keyed by parameter name).
+    for part in (state["learner"]["model"], state["learner"]["optimizer"]["state"]):
+        for prefix in ("encoders.0.", "encoders.1.", "policy_heads.0.", "policy_heads.1."):
+            assert any(k.startswith(prefix) for k in part), prefix
+    _train("--resume", str(run_dir), "--total-env-steps", "32000")
+    last = torch.load(sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=True)
+    assert last["env_steps"] > state["env_steps"]
+    assert last["learner"]["version"] > state["learner"]["version"]
