@@ -7,6 +7,7 @@ of corrupting the actor pool.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,16 @@ def allocation_problems(alloc: Any, records: Sequence[TaskRecord], budget: Budge
         problems.append(f"below the floor of {floor}: {', '.join(starved)}")
     if fed := [r.name for r in records if r.quarantined and alloc[r.name] != 0]:
         problems.append(f"quarantined tasks must get 0: {', '.join(fed)}")
+    shares = getattr(alloc, "shares", None) or {}
+    if unknown := sorted(set(shares) - set(names)):
+        problems.append(f"shares name unknown tasks: {', '.join(unknown)}")
+    bad_shares = [
+        n
+        for n, v in shares.items()
+        if not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0
+    ]
+    if bad_shares:
+        problems.append(f"shares must be finite and >= 0: {', '.join(sorted(bad_shares))}")
     return problems
 
 

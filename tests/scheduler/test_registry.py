@@ -101,6 +101,9 @@ def test_bad_registrations_are_rejected_and_others_still_load() -> None:
         ({"a": 3, "b": 0}, "allocated 3 actors, the budget is 4"),
         ({"a": 4.0, "b": 0}, "non-negative integers: a"),
         ({"a": 0, "b": 4}, "below the floor of 1: a"),
+        (Allocation({"a": 2, "b": 2}, shares={"c": 0.5}), "shares name unknown tasks: c"),
+        (Allocation({"a": 2, "b": 2}, shares={"a": float("nan")}), "finite and >= 0: a"),
+        (Allocation({"a": 2, "b": 2}, shares={"b": -0.1}), "finite and >= 0: b"),
     ],
 )
 def test_a_policy_breaking_its_contract_is_named(returned: object, problem: str) -> None:
