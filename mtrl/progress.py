@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from mtrl.config.models import TaskConfig
+    from mtrl.plugins import EnvSpec
 
 RECENT_EPISODES = 20
 
@@ -46,3 +54,47 @@ class TaskProgress:
     lengths: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
     env_seconds: float = 0.0  # inside env.step, summed over actors
     samples: int = 0  # env steps delivered to the learner
+
+
+def task_results(
+    tasks: Sequence[TaskConfig], specs: Sequence[EnvSpec], progress: Sequence[TaskProgress]
+) -> list[TaskResult]:
+    """Each task's result so far: mean of its recent returns, normalised where the env can."""
+    out = []
+    for task, spec, p in zip(tasks, specs, progress, strict=True):
+        mean = float(np.mean(p.returns)) if p.returns else None
+        out.append(
+            TaskResult(
+                name=task.key,
+                env_steps=p.env_steps,
+                episodes=p.episodes,
+                mean_return=mean,
+                normalized_score=spec.normalized_score(mean) if mean is not None else None,
+                target_score=task.target_score,
+            )
+        )
+    return out
+
+
+def task_metrics(
+    results: Sequence[TaskResult],
+    progress: Sequence[TaskProgress],
+    faults: Sequence[dict[str, float]],
+    actors: Sequence[int],
+) -> dict[str, float]:
+    """The per-task part of a metrics record: counters, returns, faults, actors."""
+    record: dict[str, float] = {}
+    for r, p, f, n in zip(results, progress, faults, actors, strict=True):
+        record[f"task/{r.name}/env_steps"] = r.env_steps
+        record[f"task/{r.name}/episodes"] = r.episodes
+        for key, value in f.items():
+            record[f"task/{r.name}/{key}"] = value
+        record[f"scheduler/{r.name}/actors"] = n
+        if p.env_seconds > 0:
+            record[f"task/{r.name}/env_sps"] = p.env_steps / p.env_seconds
+        if r.mean_return is not None:
+            record[f"task/{r.name}/return"] = r.mean_return
+            record[f"task/{r.name}/episode_length"] = float(np.mean(p.lengths))
+        if r.normalized_score is not None:
+            record[f"task/{r.name}/normalized_score"] = r.normalized_score
+    return record

@@ -13,11 +13,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mtrl.checkpoint import capture_rng_state, load_latest, restore_rng_state
-from mtrl.config import ExperimentConfig, parse_config
+from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
 
 if TYPE_CHECKING:
     from mtrl.plugins import Plugins
     from mtrl.trainer import Trainer
+
+
+def checkpoint_due(ck: CheckpointConfig, steps_since: int, seconds_since: float) -> bool:
+    """Whether a periodic checkpoint is due, ``steps_since`` env steps and ``seconds_since``
+    seconds after the last one."""
+    return ck.enabled and bool(
+        (ck.every_env_steps and steps_since >= ck.every_env_steps)
+        or (ck.every_s and seconds_since >= ck.every_s)
+    )
 
 
 def capture(trainer: Trainer, elapsed: float) -> dict[str, Any]:

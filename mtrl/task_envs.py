@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import torch
 
 from mtrl.config import ExperimentConfig
@@ -15,6 +16,22 @@ def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed:
         return spec.build(num_envs, seed, **task.env_kwargs)
     except EnvKwargsError as e:
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
+
+
+def task_spaces(
+    spec: EnvSpec, cfg: ExperimentConfig, i: int, env: BatchEnv | None
+) -> tuple[gym.Space, gym.Space]:
+    """Task ``i``'s (observation, action) spaces: from its env when one was built, else from
+    the spec (building one copy only when its kwargs may change the spaces)."""
+    if env is not None:
+        return env.single_observation_space, env.single_action_space
+    if not cfg.tasks[i].env_kwargs:
+        return spec.observation_space, spec.action_space
+    probe = build_env(spec, cfg, i, 1, cfg.task_seed(i))
+    try:
+        return probe.single_observation_space, probe.single_action_space
+    finally:
+        probe.close()
 
 
 def build_anakin_env(

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -34,9 +33,16 @@ from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.parallel import make_learner
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
-from mtrl.progress import RECENT_EPISODES, TaskProgress, TaskResult, TrainResult
+from mtrl.progress import (
+    RECENT_EPISODES,
+    TaskProgress,
+    TaskResult,
+    TrainResult,
+    task_metrics,
+    task_results,
+)
 from mtrl.scheduler import Rebalancer
-from mtrl.task_envs import build_anakin_env, build_env
+from mtrl.task_envs import build_anakin_env, build_env, task_spaces
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.unroll_queue import UnrollQueue
@@ -88,7 +94,7 @@ class Trainer:
                 elif serial:
                     env = build_env(spec, cfg, i, task.num_envs, seed)
                 envs.append(env)
-                obs_space, act_space = self._spaces(spec, i, env)
+                obs_space, act_space = task_spaces(spec, cfg, i, env)
                 setups.append(
                     TaskSetup(
                         index=i,
@@ -166,19 +172,6 @@ class Trainer:
             console=None if console else "quiet",
         )
 
-    def _spaces(self, spec: EnvSpec, i: int, env: BatchEnv | None) -> tuple[gym.Space, gym.Space]:
-        """A task's spaces: from its env when built here, else from the spec (building one copy
-        only when kwargs may change the spaces)."""
-        if env is not None:
-            return env.single_observation_space, env.single_action_space
-        if not self.cfg.tasks[i].env_kwargs:
-            return spec.observation_space, spec.action_space
-        probe = build_env(spec, self.cfg, i, 1, self.cfg.task_seed(i))
-        try:
-            return probe.single_observation_space, probe.single_action_space
-        finally:
-            probe.close()
-
     @property
     def env_steps(self) -> int:
         """Env steps of this process's tasks (this replica's, in a torchrun job)."""
@@ -216,8 +209,8 @@ class Trainer:
                 on_device, device_columns = [], 0
                 self._drain_anakin_episodes()
             now = time.perf_counter()
-            due = self._checkpoint_due(
-                self.run_env_steps - last_ckpt_steps, now - last_ckpt_t, self.run_dir is not None
+            due = self.run_dir is not None and run_state.checkpoint_due(
+                ck, self.run_env_steps - last_ckpt_steps, now - last_ckpt_t
             )
             done, save = self._done(learned, due)
             self._rebalance()
@@ -246,18 +239,6 @@ class Trainer:
             p.returns.extend(returns)
             p.lengths.extend(lengths)
             self.rebalancer.observe_episodes(runner.task, returns)
-
-    def _checkpoint_due(self, steps_since: int, seconds_since: float, writer: bool) -> bool:
-        """Whether this process would write a periodic checkpoint now (rank 0's call counts)."""
-        ck = self.cfg.checkpoint
-        return (
-            writer
-            and ck.enabled
-            and bool(
-                (ck.every_env_steps and steps_since >= ck.every_env_steps)
-                or (ck.every_s and seconds_since >= ck.every_s)
-            )
-        )
 
     def _done(self, learned: bool, checkpoint_due: bool = False) -> tuple[bool, bool]:
         """(stop, save a checkpoint now). Replicas decide both together right after each
@@ -383,20 +364,7 @@ class Trainer:
         )
 
     def results(self) -> list[TaskResult]:
-        out = []
-        for task, spec, p in zip(self.cfg.tasks, self.specs, self.progress, strict=True):
-            mean = float(np.mean(p.returns)) if p.returns else None
-            out.append(
-                TaskResult(
-                    name=task.key,
-                    env_steps=p.env_steps,
-                    episodes=p.episodes,
-                    mean_return=mean,
-                    normalized_score=spec.normalized_score(mean) if mean is not None else None,
-                    target_score=task.target_score,
-                )
-            )
-        return out
+        return task_results(self.cfg.tasks, self.specs, self.progress)
 
     def _log(self, metrics: dict[str, float], sps: float, elapsed: float) -> None:
         record: dict[str, Any] = {
@@ -406,22 +374,11 @@ class Trainer:
             "charts/elapsed_s": self.elapsed_before + elapsed,
             **metrics,
         }
-        actors = self.pool.actors_per_task()
         record.update(self.queue.share_metrics(self.names))
-        for i, r in enumerate(self.results()):
-            p, f = self.progress[i], self.pool.faults[i]
-            record[f"task/{r.name}/env_steps"] = r.env_steps
-            record[f"task/{r.name}/episodes"] = r.episodes
-            for key, value in f.as_metrics().items():
-                record[f"task/{r.name}/{key}"] = value
-            record[f"scheduler/{r.name}/actors"] = actors[i]
-            if p.env_seconds > 0:
-                record[f"task/{r.name}/env_sps"] = p.env_steps / p.env_seconds
-            if r.mean_return is not None:
-                record[f"task/{r.name}/return"] = r.mean_return
-                record[f"task/{r.name}/episode_length"] = float(np.mean(p.lengths))
-            if r.normalized_score is not None:
-                record[f"task/{r.name}/normalized_score"] = r.normalized_score
+        faults = [f.as_metrics() for f in self.pool.faults]
+        record.update(
+            task_metrics(self.results(), self.progress, faults, self.pool.actors_per_task())
+        )
         self.tracker.write(record)
 
     # -- checkpoints (the state itself: mtrl/run_state.py) ------------------------------------
