@@ -23,6 +23,9 @@ class UnrollQueue:
     def __init__(self, num_tasks: int, max_hold_s: float) -> None:
         self.gate = ShareGate(num_tasks, max_hold_s)
         self._waiting: list[tuple[ReadyUnroll, float]] = []  # (unroll, arrival time)
+        self.overdue = 0
+        """Governed unrolls let in only because they waited ``max_hold_s``: a task the gate
+        waits for is not producing (too few actors, hung, restarting)."""
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -43,16 +46,22 @@ class UnrollQueue:
         the queue), else None (all keep waiting)."""
         if self.gate.open:
             chosen = list(range(len(self._waiting)))
+            late = 0
         else:
             now = time.monotonic()
-            chosen = self.gate.admit(
-                [
-                    Waiting(ru.task, ru.buffer.num_envs * ru.buffer.length, now - t)
-                    for ru, t in self._waiting
-                ]
+            waiting = [
+                Waiting(ru.task, ru.buffer.num_envs * ru.buffer.length, now - t)
+                for ru, t in self._waiting
+            ]
+            chosen = self.gate.admit(waiting)
+            late = sum(
+                waiting[k].waited_s >= self.gate.max_hold_s
+                and not np.isnan(self.gate.targets[waiting[k].task])
+                for k in chosen
             )
         if sum(self._waiting[k][0].buffer.num_envs for k in chosen) < min_columns:
             return None
+        self.overdue += late
         taken = set(chosen)
         out = [self._waiting[k][0] for k in chosen]
         self._waiting = [w for k, w in enumerate(self._waiting) if k not in taken]
@@ -80,7 +89,7 @@ class UnrollQueue:
         governed = ~np.isnan(gate.targets)
         total = gate.counts[governed].sum()
         target_sum = gate.targets[governed].sum()
-        out = {}
+        out = {"scheduler/overdue_unrolls": float(self.overdue)}
         for i in np.flatnonzero(governed):
             out[f"scheduler/{names[i]}/target_share"] = float(gate.targets[i] / target_sum)
             if total > 0:
