@@ -54,11 +54,7 @@ class UnrollQueue:
                 for ru, t in self._waiting
             ]
             chosen = self.gate.admit(waiting)
-            late = sum(
-                waiting[k].waited_s >= self.gate.max_hold_s
-                and not np.isnan(self.gate.targets[waiting[k].task])
-                for k in chosen
-            )
+            late = self.gate.overdue(waiting, chosen)
         if sum(self._waiting[k][0].buffer.num_envs for k in chosen) < min_columns:
             return None
         self.overdue += late

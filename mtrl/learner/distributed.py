@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -151,6 +151,17 @@ class DistContext:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def to_cpu(x: Any) -> Any:
+    """A detached CPU copy of every tensor in ``x`` (nested dicts, lists, tuples)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().clone()
+    if isinstance(x, dict):
+        return {k: to_cpu(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return type(x)(to_cpu(v) for v in x)
+    return x
 
 
 def broadcast_parameters(params: Iterable[torch.Tensor], src: int = 0) -> None:
@@ -286,4 +297,4 @@ class DataParallelLearner(Learner):
     def full_model_state(self) -> dict[str, torch.Tensor]:
         """The whole model's state dict on the CPU, identical on every rank (a collective in
         sharded subclasses: every rank must call it). For checkpoints and inference copies."""
-        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        return to_cpu(self.model.state_dict())

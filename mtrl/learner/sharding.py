@@ -40,7 +40,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.distributed import DataParallelLearner, broadcast_parameters
+from mtrl.learner.distributed import DataParallelLearner, broadcast_parameters, to_cpu
 
 __all__ = ["FSDPLearner", "RemoteTask", "TaskShardedLearner", "assign_tasks", "shard_tasks"]
 
@@ -92,16 +92,6 @@ def shard_tasks(model: nn.Module, world_size: int, rank: int) -> list[int]:
                     modules[k] = RemoteTask(k, owner, attr[:-1].replace("_", " "))
         model.task_owners = owners
     return list(owners)
-
-
-def _to_cpu(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().clone()
-    if isinstance(x, dict):
-        return {k: _to_cpu(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return type(x)(_to_cpu(v) for v in x)
-    return x
 
 
 def merge_optimizer_states(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -161,7 +151,7 @@ class TaskShardedLearner(DataParallelLearner):
             self.model, self.optimizer, options=StateDictOptions(full_state_dict=False)
         )
         parts: list[Any] = [None] * self.ctx.world_size
-        dist.all_gather_object(parts, _to_cpu(local))
+        dist.all_gather_object(parts, to_cpu(local))
         return {
             "model": self.full_model_state(),
             "optimizer": merge_optimizer_states(parts),
@@ -191,7 +181,7 @@ class TaskShardedLearner(DataParallelLearner):
                     for attr in _PER_TASK
                     for name, t in getattr(self.model, attr)[k].state_dict().items()
                 }
-                part = {name: t.detach().cpu().clone() for name, t in part.items()}
+                part = to_cpu(part)
             box = [part]
             dist.broadcast_object_list(box, src=owner)
             state.update(box[0])
@@ -223,7 +213,7 @@ class FSDPLearner(DataParallelLearner):
         )
         return {
             "model": self.full_model_state(),
-            "optimizer": _to_cpu(optimizer),
+            "optimizer": to_cpu(optimizer),
             **self._statistics(),
         }
 
@@ -238,5 +228,5 @@ class FSDPLearner(DataParallelLearner):
         out = {}
         for name, t in self.model.state_dict().items():
             full = t.full_tensor() if hasattr(t, "full_tensor") else t  # gathers DTensors
-            out[name] = full.detach().cpu().clone()
+            out[name] = to_cpu(full)
         return out

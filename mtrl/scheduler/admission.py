@@ -34,6 +34,10 @@ class Waiting:
     waited_s: float
 
 
+def _overdue(w: Waiting, max_hold_s: float) -> bool:
+    return w.waited_s >= max_hold_s
+
+
 def admit(
     waiting: Sequence[Waiting],
     counts: np.ndarray,
@@ -57,7 +61,7 @@ def admit(
     chosen: list[int] = []
     left: list[int] = []
     for k, w in enumerate(waiting):
-        if not governed[w.task] or w.waited_s >= max_hold_s:
+        if not governed[w.task] or _overdue(w, max_hold_s):
             chosen.append(k)
             counts[w.task] += w.samples
         else:
@@ -96,6 +100,13 @@ class ShareGate:
 
     def admit(self, waiting: Sequence[Waiting]) -> list[int]:
         return admit(waiting, self.counts, self.targets, self.max_hold_s)
+
+    def overdue(self, waiting: Sequence[Waiting], chosen: Sequence[int]) -> int:
+        """How many of the ``chosen`` unrolls of governed tasks went in only for their wait."""
+        return sum(
+            _overdue(waiting[k], self.max_hold_s) and not np.isnan(self.targets[waiting[k].task])
+            for k in chosen
+        )
 
     def delivered(self, samples_per_task: Sequence[tuple[int, int]]) -> None:
         """One update consumed these ``(task, samples)``: decay the window, then add them."""

@@ -17,7 +17,9 @@ OBS, ACT = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2)
 
 def _unroll(task: int, num_envs: int = 4, length: int = 5) -> ReadyUnroll:
     buf = UnrollBuffer.allocate(task, length, num_envs, OBS, ACT)
-    return ReadyUnroll(actor_id=task, task=task, buffer=buf, info=UnrollInfo(slot=0, env_steps=num_envs * length))
+    return ReadyUnroll(
+        actor_id=task, task=task, buffer=buf, info=UnrollInfo(slot=0, env_steps=num_envs * length)
+    )
 
 
 def test_without_targets_everything_goes_in_once_the_batch_is_full() -> None:
