@@ -39,9 +39,9 @@ from _common import machine, write_result
 
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import SerialPool, TaskSetup
-from mtrl.actors.transfer import to_task_batch
 from mtrl.anakin import AnakinRunner, anakin_train_step
 from mtrl.config.models import LearnerConfig, ModelConfig
+from mtrl.learner.batch import task_batch
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import make_env
@@ -114,7 +114,7 @@ def sebulba_benches(args: argparse.Namespace, device: torch.device, num_envs: in
 
     def train() -> int:
         ready = [u for _ in range(per_update) for u in pool.get()]
-        learner.update([to_task_batch(u.buffer, device) for u in ready])
+        learner.update([task_batch(u.buffer, device) for u in ready])
         for u in ready:
             pool.release(u)
         pool.publish(learner.model, learner.version)
@@ -233,7 +233,7 @@ def main() -> None:
                 "model": f"encoder 4-{args.width}-{args.width}, torso [{args.width}]",
                 "learner_batch_samples": args.anakin_envs * args.unroll,
                 "sebulba_env": "gymnasium/CartPole-v1 (numpy-batched CartPoleVectorEnv) in "
-                "SerialPool; inference on --device; unrolls copied with to_task_batch",
+                "SerialPool; inference on --device; unrolls copied with task_batch",
                 "anakin_env": "tensor/CartPole-v1 on --device; AnakinRunner + Learner.update",
             },
             "anakin_compile_s": compile_s,

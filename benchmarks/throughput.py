@@ -36,8 +36,8 @@ from _common import machine, write_result
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import SerialPool, TaskSetup
 from mtrl.actors.protocol import UnrollInfo
-from mtrl.actors.transfer import to_task_batch
 from mtrl.config import parse_config
+from mtrl.learner.batch import task_batch
 from mtrl.learner.distributions import env_actions
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
@@ -173,7 +173,7 @@ def interference(w: dict[str, Any], model: MultiTaskModel, steps: int = 3000) ->
 
 def stage_learner(learner: Learner, unrolls: list, seconds: float) -> float:
     """(b) env steps/s that learner updates alone consume (the same batch replayed)."""
-    batches = [to_task_batch(u.buffer, learner.device) for u in unrolls]
+    batches = [task_batch(u.buffer, learner.device) for u in unrolls]
     per_update = sum(b.num_samples for b in batches)
 
     def update() -> int:

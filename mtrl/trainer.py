@@ -23,12 +23,11 @@ from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
-from mtrl.actors.transfer import to_task_batch
 from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
-from mtrl.learner.batch import TaskBatch
+from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.parallel import make_learner
@@ -287,7 +286,7 @@ class Trainer:
         lag_max = max(
             (self.learner.version - ru.buffer.policy_version for ru in pending), default=0
         )
-        batches = [to_task_batch(ru.buffer, device) for ru in pending] + on_device
+        batches = [task_batch(ru.buffer, device) for ru in pending] + on_device
         copied = device.type != "cpu"  # on the CPU the batch is a view of the unroll slots
         if copied:
             for ru in pending:

@@ -4,7 +4,7 @@ The Anakin counterpart of the serial Sebulba actor (Podracer, Hessel et al. 2021
 lives on the learner's device, the policy acts on device tensors, and
 :meth:`AnakinRunner.collect` hands the learner a :class:`~mtrl.learner.batch.TaskBatch` with no
 host copy. Its semantics are those of the numpy path (``mtrl.actors``: the env's numpy API
-stepped into an unroll buffer, actions sampled from the same model, ``to_task_batch``):
+stepped into an unroll buffer, actions sampled from the same model, ``task_batch``):
 ``obs`` has ``T + 1`` rows and the last one is carried over as row 0 of the next unroll;
 ``valid`` is false on reset steps; rewards are multiplied by ``reward_scale``; raw policy
 actions and their float32 log-probs are stored; returns are counted unscaled. A test checks

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from mtrl.learner.model import obs_to_tensor
+
 Obs = torch.Tensor | dict[str, torch.Tensor]
+
+#: The per-step arrays of a batch (everything but ``task`` and ``policy_version``).
+ARRAY_FIELDS = ("obs", "actions", "behaviour_logp", "rewards", "terminated", "truncated", "valid")
 
 
 @dataclass
@@ -26,3 +32,13 @@ class TaskBatch:
     @property
     def num_samples(self) -> int:
         return int(self.valid.sum())
+
+
+def task_batch(source: Any, device: torch.device | str) -> TaskBatch:
+    """A :class:`TaskBatch` on ``device`` from anything with its field names: an actor's unroll
+    buffer (numpy arrays; on the CPU the tensors share their memory) or another batch."""
+    return TaskBatch(
+        task=source.task,
+        policy_version=source.policy_version,
+        **{f: obs_to_tensor(getattr(source, f), device) for f in ARRAY_FIELDS},
+    )

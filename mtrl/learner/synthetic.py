@@ -20,7 +20,7 @@ from mtrl.learner.batch import Obs, TaskBatch
 from mtrl.learner.encoders import ACTION_MASK_KEY
 from mtrl.learner.model import TaskSpaces
 
-__all__ = ["batch_to", "random_obs", "random_task_batch", "split_columns"]
+__all__ = ["random_obs", "random_task_batch", "split_columns"]
 
 
 def _integers(low: int, high: int, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
@@ -131,22 +131,3 @@ def split_columns(batch: TaskBatch, parts: int) -> list[TaskBatch]:
             )
         )
     return out
-
-
-def batch_to(batch: TaskBatch, device: torch.device | str) -> TaskBatch:
-    """A copy of ``batch`` with every tensor on ``device``."""
-
-    def move(x: Obs) -> Obs:
-        return {k: v.to(device) for k, v in x.items()} if isinstance(x, dict) else x.to(device)
-
-    return TaskBatch(
-        task=batch.task,
-        obs=move(batch.obs),
-        actions=move(batch.actions),
-        behaviour_logp=move(batch.behaviour_logp),
-        rewards=move(batch.rewards),
-        terminated=move(batch.terminated),
-        truncated=move(batch.truncated),
-        valid=move(batch.valid),
-        policy_version=batch.policy_version,
-    )

@@ -12,12 +12,11 @@ import torch
 
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
-from mtrl.actors.transfer import to_task_batch
 from mtrl.actors.unroll import UnrollBuffer, obs_row
 from mtrl.anakin import AnakinRunner, DeviceEpisodeTracker, anakin_train_step
 from mtrl.anakin.actions import DeviceActionMap
 from mtrl.config.models import LearnerConfig, ModelConfig
-from mtrl.learner.batch import TaskBatch
+from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributions import env_actions_tensor
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
@@ -46,7 +45,7 @@ def _serial_batches(env_id: str, kwargs: dict, model, n: int, seed: int) -> tupl
     for v in range(n):
         inference.publish(model, v)
         # kept, not released: the batch's tensors share the buffer's memory
-        out.append(to_task_batch(actor.collect(act), torch.device("cpu")))
+        out.append(task_batch(actor.collect(act), torch.device("cpu")))
     return out, actor.stepper.episodes.drain()
 
 
@@ -128,7 +127,7 @@ def test_anakin_and_sebulba_tasks_share_one_update() -> None:
     for _ in range(2):
         buf = actor.collect(act)
         metrics = learner.update(
-            [runner.collect(model, learner.version), to_task_batch(buf, learner.device)]
+            [runner.collect(model, learner.version), task_batch(buf, learner.device)]
         )
         actor.release(buf)
         inference.publish(model, learner.version)

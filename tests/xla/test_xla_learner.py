@@ -14,10 +14,11 @@ import torch
 from gymnasium import spaces
 
 from mtrl.config import LearnerConfig
+from mtrl.learner.batch import task_batch
 from mtrl.learner.device import Accelerator, resolve_device, xla_unavailable_reason
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.synthetic import batch_to, random_task_batch
+from mtrl.learner.synthetic import random_task_batch
 
 REASON = xla_unavailable_reason()
 pytestmark = pytest.mark.skipif(
@@ -57,7 +58,7 @@ def test_updates_on_xla_equal_eager_cpu_updates() -> None:
     for step in range(2):
         batches = _batches(step)
         want = cpu.update(batches)
-        got = xla.update([batch_to(b, device) for b in batches])
+        got = xla.update([task_batch(b, device) for b in batches])
         for key, value in want.items():
             assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
     for name, p in cpu.model.state_dict().items():
@@ -73,7 +74,7 @@ def test_short_training_on_xla_runs_and_moves_the_parameters() -> None:
     device = resolve_device("xla")
     learner = Learner(_model().to(device), CFG, NAMES)
     before = {k: v.cpu().clone() for k, v in learner.model.state_dict().items()}
-    losses = [learner.update([batch_to(b, device) for b in _batches(s)]) for s in range(6)]
+    losses = [learner.update([task_batch(b, device) for b in _batches(s)]) for s in range(6)]
     assert learner.version == 6
     assert all(np.isfinite(m["losses/total"]) for m in losses)
     moved = [not torch.equal(before[k], v.cpu()) for k, v in learner.model.state_dict().items()]
