@@ -372,6 +372,7 @@ class Trainer:
             "charts/updates": self.updates,
             "charts/elapsed_s": self.elapsed_before + elapsed,
             **metrics,
+            **self.learner.pop_diagnostics(),  # per-task means since the last record
         }
         record.update(self.queue.share_metrics(self.names))
         faults = [f.as_metrics() for f in self.pool.faults]

@@ -228,6 +228,10 @@ class LearnerConfig(_Model):
     Under torchrun ``cuda`` means each replica's own GPU (its local rank). ``xla`` runs learner
     and inference through torch_xla (TPU; the ``tpu`` extra, torch_xla X.Y needs torch X.Y)."""
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    diagnostics_every: int = Field(default=10, ge=0)
+    """Updates between measurements of each task's share of the shared torso's gradient
+    (``learner/<task>/torso_grad_share``; one extra backward pass per task, single-process
+    learners only); 0 turns the measurement off. The other per-task diagnostics are free."""
     torch_threads: PositiveInt = 1
     """Intra-op threads of torch in the learner process. One is fastest when actors and learner
     share few cores: small matmuls gain nothing from more, and OpenMP spin-waits collapse under

@@ -28,9 +28,10 @@ import torch
 from torch import nn
 
 from mtrl.config import LearnerConfig
-from mtrl.learner import popart
+from mtrl.learner import diagnostics, popart
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
+from mtrl.learner.distributions import DiagGaussian, GaussianHead
 from mtrl.learner.vtrace import vtrace
 
 __all__ = ["Learner", "resolve_device"]  # resolve_device re-exported for older imports
@@ -63,6 +64,11 @@ class Learner:
         self.popart_seen = torch.zeros(k, dtype=torch.bool, device=self.device)
         self.version = 0
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
+        # Per-task diagnostic sums and torso-gradient shares since the last
+        # :meth:`pop_diagnostics` (float64, [K, len(FIELDS)] and [K] with a count).
+        self._diag_sums = torch.zeros(k, len(diagnostics.FIELDS), dtype=torch.float64)
+        self._share_sums = torch.zeros(k, dtype=torch.float64)
+        self._share_count = 0
 
     @property
     def local_tasks(self) -> list[int]:
@@ -107,6 +113,7 @@ class Learner:
         if cfg.popart.enabled:
             self._popart_update(parts)
         sums, counts = self._loss_sums(parts)
+        shares = self._grad_shares(parts) if self._shares_due() else None
         total = self._global_count(sum(counts))
         n = max(total, 1)
         pg_sum, v_sum, ent_sum = sums
@@ -120,7 +127,7 @@ class Learner:
         self.optimizer.step()
         self.accelerator.after_step()
         self.version += 1
-        return self._metrics(parts, sums, counts, total, grad_norm)
+        return self._metrics(parts, sums, counts, total, grad_norm, shares)
 
     def _forward(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[dict[str, Any]]]:
         """Features, policies and V-trace targets (under the old statistics) of every batch."""
@@ -158,19 +165,56 @@ class Learner:
         """
         w, b = self.model.value_weight, self.model.value_bias
         mu, sigma = self._stats()
+        cfg = self.cfg
         pg_sum = v_sum = ent_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
-            batch, k = p["batch"], p["batch"].task
+            batch, k, dist = p["batch"], p["batch"].task, p["dist"]
             mask = batch.valid.float()
             n_pred = p["h"][:-1] @ w[k] + b[k]  # new (rescaled) head
             target = (p["vt"].vs - mu[k]) / sigma[k]
             adv = p["vt"].pg_advantages / sigma[k]
-            pg_sum = pg_sum - (p["logp"] * adv * mask).sum()
-            v_sum = v_sum + 0.5 * ((n_pred - target) ** 2 * mask).sum()
-            ent_sum = ent_sum + (p["dist"].entropy() * mask).sum()
+            entropy = dist.entropy()
+            pg = -(p["logp"] * adv * mask).sum()
+            v = 0.5 * ((n_pred - target) ** 2 * mask).sum()
+            ent = (entropy * mask).sum()
+            pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
+            p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * ent
+            gaussian = isinstance(dist, DiagGaussian)
+            p["diag"] = diagnostics.task_sums(
+                valid=batch.valid,
+                entropy=entropy,
+                behaviour_logp=batch.behaviour_logp,
+                target_logp=p["logp"].detach(),
+                advantages=adv,
+                value=n_pred,
+                target=target,
+                rho_bar=cfg.rho_bar,
+                log_std=dist.log_std if gaussian else None,
+                mean=dist.mean if gaussian else None,
+            )
             counts.append(batch.num_samples)
         return [pg_sum, v_sum, ent_sum], counts
+
+    def _shares_due(self) -> bool:
+        """Whether this update measures each task's share of the torso gradient (one extra
+        backward per task; single-process learners only, where the torso is whole)."""
+        every = self.cfg.diagnostics_every
+        return every > 0 and not self.distributed and self.version % every == 0
+
+    def _grad_shares(self, parts: list[dict[str, Any]]) -> list[float]:
+        """Each task's share of the torso gradient in this update (0 for absent tasks)."""
+        per_task: dict[int, torch.Tensor] = {}
+        for p in parts:
+            k = p["batch"].task
+            per_task[k] = per_task[k] + p["loss"] if k in per_task else p["loss"]
+        tasks = sorted(per_task)
+        torso = [q for q in self.model.torso.parameters() if q.requires_grad]
+        got = diagnostics.grad_shares([per_task[k] for k in tasks], torso)
+        out = [0.0] * len(self.task_names)
+        for k, share in zip(tasks, got, strict=True):
+            out[k] = share
+        return out
 
     def _metrics(
         self,
@@ -179,14 +223,26 @@ class Learner:
         counts: list[int],
         total: int,
         grad_norm: torch.Tensor,
+        shares: list[float] | None = None,
     ) -> dict[str, float]:
-        """Losses (means over the whole batch), policy lag per sample, PopArt statistics."""
+        """Losses (means over the whole batch), policy lag per sample, PopArt statistics and
+        the per-task diagnostics of this update (:mod:`mtrl.learner.diagnostics`)."""
         cfg, n = self.cfg, max(total, 1)
         old = self.version - 1
         lag = sum((old - p["batch"].policy_version) * c for p, c in zip(parts, counts, strict=True))
         local = torch.stack(sums).detach().double()
         extra = torch.tensor([lag], dtype=torch.float64, device=self.device)
-        pg, v, ent, lags = self._reduce_metric_sums(torch.cat([local, extra])).tolist()
+        diag = torch.zeros(len(self.task_names), len(diagnostics.FIELDS), dtype=torch.float64)
+        diag = diag.to(self.device)
+        for p in parts:
+            diag[p["batch"].task] += p["diag"]
+        reduced = self._reduce_metric_sums(torch.cat([local, extra, diag.reshape(-1)])).cpu()
+        pg, v, ent, lags = reduced[:4].tolist()
+        diag = reduced[4:].reshape(diag.shape)
+        self._diag_sums += diag
+        if shares is not None:
+            self._share_sums += torch.tensor(shares, dtype=torch.float64)
+            self._share_count += 1
         metrics = {
             "losses/total": (pg + cfg.value_coef * v - cfg.entropy_coef * ent) / n,
             "losses/policy": pg / n,
@@ -201,7 +257,31 @@ class Learner:
             for i, name in enumerate(self.task_names):
                 metrics[f"popart/{name}/mu"] = mus[i]
                 metrics[f"popart/{name}/sigma"] = sigmas[i]
+        metrics.update(self._diagnostic_metrics(diag, shares))
         return metrics
+
+    def _diagnostic_metrics(
+        self, diag: torch.Tensor, shares: Sequence[float] | torch.Tensor | None
+    ) -> dict[str, float]:
+        """``learner/<task>/<figure>`` from per-task diagnostic sums and torso shares."""
+        out: dict[str, float] = {}
+        for i, name in enumerate(self.task_names):
+            gaussian = isinstance(self.model.policy_heads[i], GaussianHead)
+            for key, value in diagnostics.task_means(diag[i], gaussian).items():
+                out[f"learner/{name}/{key}"] = value
+            if shares is not None and diag[i, 0] > 0:
+                out[f"learner/{name}/torso_grad_share"] = float(shares[i])
+        return out
+
+    def pop_diagnostics(self) -> dict[str, float]:
+        """Per-task diagnostics averaged over every update since the last call (the trainer
+        logs these: one update's figures are noisy), then start a new window."""
+        shares = self._share_sums / self._share_count if self._share_count else None
+        out = self._diagnostic_metrics(self._diag_sums, shares)
+        self._diag_sums.zero_()
+        self._share_sums.zero_()
+        self._share_count = 0
+        return out
 
     @torch.no_grad()
     def _popart_update(self, parts: list[dict[str, Any]]) -> None:
