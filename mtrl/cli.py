@@ -265,11 +265,14 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write PNG figures (learning curves, throughput, actors, policy lag, PopArt σ, losses)
-    from the metrics of one or several run directories, overlaid for comparison."""
+    """Write PNG figures (learning curves, throughput, actors, policy lag, PopArt σ, losses,
+    the learner's per-task diagnostics) from the metrics of one or several run directories,
+    overlaid for comparison."""
     from mtrl.tracking.report import write_report
 
-    written = write_report(args.run_dirs, args.output)
+    written = write_report(
+        args.run_dirs, args.output, note=lambda line: print(f"note: {line}", file=sys.stderr)
+    )
     for path in written:
         print(path)
     if not written:

@@ -3,7 +3,8 @@
 Figures (each written only when some run has the metrics it shows): per-task return and
 normalised score against env steps and against wall time, throughput over time, actors per
 task over time, policy lag, PopArt σ per task and the losses. Several runs are overlaid, one
-colour per run, with a shared legend, for comparing seeds or settings.
+colour per run, with a shared legend, for comparing seeds or settings. The learner's per-task
+diagnostics share one page, ``diagnostics.png`` (:mod:`mtrl.tracking.report_diagnostics`).
 
 A resumed run appends to its ``metrics.jsonl`` from the checkpoint's step, so records logged
 after that checkpoint but before the crash appear twice; :func:`load_run` keeps the
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,10 +86,12 @@ def _task_names(run_dir: Path, records: list[dict[str, Any]]) -> list[str]:
             warnings.warn(f"{cfg_path}: unreadable; task names come from the metrics", stacklevel=2)
     for r in records:
         for key in r:
-            for prefix in ("task/", "popart/", "scheduler/"):
+            for prefix in ("task/", "popart/", "scheduler/", "learner/"):
                 if key.startswith(prefix) and key.count("/") >= 2:
                     name = key[len(prefix) : key.rindex("/")]
-                    if name not in names:
+                    # not a task: the "<task>/faults" of task/<task>/faults/raise
+                    nested = any(name.startswith(f"{n}/") for n in names)
+                    if name not in names and not nested:
                         names.append(name)
     return names
 
@@ -133,7 +136,7 @@ def _time_axis(runs: Sequence[RunData]) -> tuple[float, str]:
     return 1.0, "wall time (s)"
 
 
-class _Figures:
+class Plotter:
     """Draws into ``out``; one colour per run, consistent across figures."""
 
     def __init__(self, runs: Sequence[RunData], out: Path) -> None:
@@ -159,31 +162,45 @@ class _Figures:
     def _x(self, x: np.ndarray, key: str) -> np.ndarray:
         return x / self.time_div if key == ELAPSED else x
 
-    def _finish(self, fig: Any, axes: Sequence[Any], name: str, title: str) -> None:
-        handles = [
-            self.plt.Line2D([], [], color=self.colour[id(r)], label=r.label) for r in self.runs
-        ]
+    def finish(
+        self,
+        fig: Any,
+        axes: Sequence[Any],
+        name: str,
+        title: str,
+        legends: Sequence[list[Any]] | None = None,
+    ) -> None:
+        """Grid, title, legends under the panels (each list of handles its own block, one under
+        the other; by default one line per run when there are several), and save. The saved
+        image grows to fit the legends: a long run name is never clipped."""
+        if legends is None:
+            legends = [[self.run_handle(r) for r in self.runs]] if len(self.runs) > 1 else []
         for ax in axes:
             ax.grid(True, alpha=0.3)
         fig.suptitle(title if len(self.runs) > 1 else f"{title} — {self.runs[0].label}")
-        if len(self.runs) > 1:
-            fig.legend(
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.15 / fig.get_figheight()))  # room for the title
+        top = 0.0  # figure fraction where the next legend hangs from
+        for handles in legends:
+            legend = fig.legend(
                 handles=handles,
-                loc="lower center",
-                ncol=min(len(handles), 3),
+                loc="upper center",
+                bbox_to_anchor=(0.5, top),
+                ncol=min(len(handles), 3 if len(axes) < 3 else 4),
                 fontsize="small",
                 frameon=False,
             )
-            legend_in = 0.3 * math.ceil(len(handles) / 3) + 0.1  # inches under the panels
-            fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
-        else:
-            fig.tight_layout()
+            box = legend.get_window_extent(fig.canvas.get_renderer())
+            top = fig.transFigure.inverted().transform((0, box.y0))[1]
         path = self.out / name
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.15)
         self.plt.close(fig)
         self.written.append(path)
 
-    def _grid(self, n: int) -> tuple[Any, list[Any]]:
+    def run_handle(self, run: RunData, **style: Any) -> Any:
+        """A legend entry for ``run`` (its colour unless ``style`` says otherwise)."""
+        return self.plt.Line2D([], [], **{"color": self.colour[id(run)], **style}, label=run.label)
+
+    def grid(self, n: int) -> tuple[Any, list[Any]]:
         cols = min(3, n)
         rows = math.ceil(n / cols)
         fig, axs = self.plt.subplots(
@@ -194,7 +211,7 @@ class _Figures:
             ax.set_visible(False)
         return fig, flat[:n]
 
-    def _log_y(self, ax: Any) -> None:
+    def log_y(self, ax: Any) -> None:
         """Log scale with plain tick labels, only when the data spans a wide range."""
         lo, hi = ax.dataLim.y0, ax.dataLim.y1
         if lo > 0 and hi / lo > 20:
@@ -202,7 +219,7 @@ class _Figures:
             ax.yaxis.set_major_formatter(self.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_formatter(self.ticker.NullFormatter())
 
-    def _xlabel(self, ax: Any, x_key: str) -> None:
+    def xlabel(self, ax: Any, x_key: str) -> None:
         if x_key == ELAPSED:
             ax.set_xlabel(self.time_label)
         else:
@@ -218,7 +235,7 @@ class _Figures:
         panels = [(t, k) for t, k in panels if any(r.has(k) for r in self.runs)]
         if not panels:
             return
-        fig, axes = self._grid(len(panels))
+        fig, axes = self.grid(len(panels))
         for ax, (panel_title, key) in zip(axes, panels, strict=True):
             for run in self.runs:
                 x, y = run.series(key, spec.x)
@@ -233,12 +250,12 @@ class _Figures:
             ax.set_title(panel_title, fontsize="medium")
             ax.set_ylabel(spec.ylabel)
             if spec.log_y:
-                self._log_y(ax)
+                self.log_y(ax)
             if spec.steps:  # counts: whole numbers from zero
                 ax.yaxis.set_major_locator(self.ticker.MaxNLocator(integer=True))
                 ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1) + 0.5)
-            self._xlabel(ax, spec.x)
-        self._finish(fig, axes, spec.name, spec.title)
+            self.xlabel(ax, spec.x)
+        self.finish(fig, axes, spec.name, spec.title)
 
 
 @dataclass(frozen=True)
@@ -284,17 +301,42 @@ def default_out(run_dirs: Sequence[Path | str]) -> Path:
     return Path(run_dirs[0]) / "plots" if len(run_dirs) == 1 else Path("report")
 
 
-def write_report(run_dirs: Sequence[Path | str], out: Path | str | None = None) -> list[Path]:
-    """Write the figures for ``run_dirs`` into ``out``; returns the PNG paths written."""
+def write_report(
+    run_dirs: Sequence[Path | str],
+    out: Path | str | None = None,
+    note: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Write the figures for ``run_dirs`` into ``out``; returns the PNG paths written.
+
+    ``note`` receives one line on what the figures leave out (tasks without a normalised score).
+    """
     if not run_dirs:
         raise UserError("give at least one run directory")
     runs = [load_run(d) for d in run_dirs]
     empty = [str(r.path) for r in runs if not r.records]
     if len(empty) == len(runs):
         raise UserError(f"no metrics recorded yet in {', '.join(empty)}")
+    from mtrl.tracking.report_diagnostics import draw_diagnostics  # it imports this module
+
     out = Path(out) if out is not None else default_out(run_dirs)
-    figures = _Figures([r for r in runs if r.records], out)
+    figures = Plotter([r for r in runs if r.records], out)
     out.mkdir(parents=True, exist_ok=True)
     for spec in FIGURES:
         figures.draw(spec)
+    draw_diagnostics(figures)
+    unscored = _unscored_tasks(figures.runs, figures.tasks)
+    if unscored and note is not None:
+        note(
+            f"no normalised score (the env declares no random/reference score) for: "
+            f"{', '.join(unscored)}; their raw returns are in return_vs_*.png"
+        )
     return figures.written
+
+
+def _unscored_tasks(runs: Sequence[RunData], tasks: Sequence[str]) -> list[str]:
+    """Tasks with returns but no normalised score in any run: absent from the score figures."""
+
+    def some(key: str) -> bool:
+        return any(r.has(key) for r in runs)
+
+    return [t for t in tasks if some(f"task/{t}/return") and not some(f"task/{t}/normalized_score")]

@@ -14,10 +14,28 @@ from mtrl.cli import main
 from mtrl.config import ExperimentConfig
 from mtrl.tracking import make_sinks
 from mtrl.tracking.report import FIGURES, load_run
+from mtrl.tracking.report_diagnostics import NAME as DIAGNOSTICS
+from mtrl.tracking.report_diagnostics import PANELS, present
 from mtrl.tracking.run_dir import create_run_dir
 
 TASKS = ["cartpole", "minatar/breakout"]
-ALL = {f.name for f in FIGURES}
+ALL = {f.name for f in FIGURES} | {DIAGNOSTICS}
+DISCRETE = ("entropy", "kl", "rho", "rho_clipped", "adv_abs", "value_error", "value_ev")
+
+
+def _diagnostics(i: int, k: int, figures: tuple[str, ...] = DISCRETE) -> dict[str, float]:
+    """What the learner logs for task number ``k`` at record ``i`` (no Gaussian figures)."""
+    values = {
+        "entropy": 0.7 - 0.02 * i,
+        "kl": 1e-4 * (i + 1),
+        "rho": 1.0 + 1e-4 * k,
+        "rho_clipped": 0.1 * k,
+        "adv_abs": 1.0,
+        "value_error": 2.0 / (i + 1),
+        "value_ev": 1 - 1 / (i + 1),
+        "torso_grad_share": 0.5,
+    }
+    return {f: values[f] for f in figures}
 
 
 def _make_run(parent: Path, seed: int, n: int = 15) -> Path:
@@ -50,6 +68,9 @@ def _make_run(parent: Path, seed: int, n: int = 15) -> Path:
                 rec[f"task/{t}/return"] = 20 + 10 * i * (k + 1) + seed
                 rec[f"task/{t}/normalized_score"] = 0.05 * i
             rec[f"popart/{t}/sigma"] = math.exp(0.3 * i)
+            rec[f"popart/{t}/mu"] = 0.1 * i * (k + 1)
+            for name, v in _diagnostics(i, k).items():
+                rec[f"learner/{t}/{name}"] = v
             rec[f"scheduler/{t}/actors"] = 1 + (i > 7) * k
         sinks.write(rec)
     sinks.close()
@@ -106,3 +127,84 @@ def test_report_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "missing: no such run directory" in capsys.readouterr().err
     assert main(["report", str(tmp_path)]) == 2
     assert "no metrics.jsonl here" in capsys.readouterr().err
+
+
+def _write(run: Path, rows: list[dict[str, Any]]) -> Path:
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_diagnostics_page_has_panels_only_for_present_figures(tmp_path: Path) -> None:
+    """Two discrete tasks log three figures, a Gaussian one adds its own; PopArt μ absent."""
+    rows = []
+    for i in range(6):
+        rec: dict[str, Any] = {"charts/env_steps": 1000 * i, "charts/elapsed_s": i}
+        for k, t in enumerate(["a", "b"]):
+            for name, v in _diagnostics(i, k, ("entropy", "kl", "rho")).items():
+                rec[f"learner/{t}/{name}"] = v
+        rec["learner/c/log_std"] = -0.1 * i
+        rec["learner/c/saturated"] = float("nan")  # never finite: no panel
+        rows.append(rec)
+    small = _write(
+        tmp_path / "small", [{k: v for k, v in r.items() if "/c/" not in k} for r in rows]
+    )
+    wide = _write(tmp_path / "wide", rows)
+
+    tasks, panels = present([load_run(small)], load_run(small).tasks)
+    assert tasks == ["a", "b"]
+    assert [p.key.split("/")[-1] for p in panels] == ["entropy", "kl", "rho"]
+    tasks, panels = present([load_run(small), load_run(wide)], load_run(wide).tasks)
+    assert tasks == ["a", "b", "c"]
+    assert [p.key.split("/")[-1] for p in panels] == ["entropy", "kl", "rho", "log_std"]
+
+    assert main(["report", str(small), "-o", str(tmp_path / "o1")]) == 0
+    assert main(["report", str(small), str(wide), "-o", str(tmp_path / "o2")]) == 0
+    one_row = matplotlib.image.imread(tmp_path / "o1" / DIAGNOSTICS)
+    two_rows = matplotlib.image.imread(tmp_path / "o2" / DIAGNOSTICS)
+    assert one_row.shape[1] > 1.5 * one_row.shape[0]  # 3 panels side by side
+    assert two_rows.shape[0] > 1.5 * one_row.shape[0]  # 4 panels: a second row
+
+
+def test_every_learner_figure_has_a_panel() -> None:
+    """A figure the learner logs (mtrl.learner.diagnostics) without a panel would go unseen."""
+    import torch
+
+    from mtrl.learner.diagnostics import FIELDS, task_means
+
+    logged = set(task_means(torch.ones(len(FIELDS), dtype=torch.float64), gaussian=True))
+    logged |= {"torso_grad_share"}
+    keys = {p.key for p in PANELS}
+    assert {f"learner/{{task}}/{f}" for f in logged} <= keys
+    assert "popart/{task}/mu" in keys
+
+
+def test_tasks_without_normalised_score_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        {
+            "charts/env_steps": 100 * i,
+            "task/scored/return": i,
+            "task/scored/normalized_score": 0.1 * i,
+            "task/raw/return": 5 * i,
+        }
+        for i in range(4)
+    ]
+    run = _write(tmp_path / "r", rows)
+    assert main(["report", str(run), "-o", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "no normalised score" in err and "for: raw;" in err and "scored" not in err
+
+
+def test_long_run_names_widen_the_image_instead_of_being_clipped(tmp_path: Path) -> None:
+    rows = [{"charts/elapsed_s": i, "charts/env_steps": i, "charts/sps": 10.0} for i in range(4)]
+    runs = [
+        _write(tmp_path / f"a_rather_long_run_directory_name__{s}__20260101", rows)
+        for s in range(3)
+    ]
+    assert main(["report", str(runs[0]), "-o", str(tmp_path / "one")]) == 0
+    assert main(["report", *map(str, runs), "-o", str(tmp_path / "three")]) == 0
+    one = matplotlib.image.imread(tmp_path / "one" / "throughput.png")
+    three = matplotlib.image.imread(tmp_path / "three" / "throughput.png")
+    assert three.shape[1] > 1.3 * one.shape[1]  # three ~45-character labels side by side
