@@ -229,20 +229,28 @@ def _relaunch_with_torchrun(nproc: int) -> int:
 def _print_results(result: Any) -> None:
     from rich.table import Table
 
+    greedy = result.greedy_episodes > 0
     table = Table(
         title=f"{result.env_steps:,} env steps, {result.updates} updates, "
-        f"{result.seconds:.0f} s ({result.env_steps / result.seconds:,.0f} steps/s)"
+        f"{result.seconds:.0f} s ({result.env_steps / result.seconds:,.0f} steps/s)",
+        caption=f"greedy eval: {result.greedy_episodes} episodes per task, greedy actions of "
+        "the final agent, eval seeds; solved: both returns at target"
+        if greedy
+        else None,
     )
-    for col in ("task", "env steps", "episodes", "mean return (last 20)", "normalised", "target"):
+    columns = ["task", "env steps", "episodes", "mean return (last 20)"]
+    columns += ["greedy eval"] if greedy else []
+    for col in [*columns, "normalised", "target"]:
         table.add_column(col)
     fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
     for t in result.tasks:
         mark = {True: " [green]solved[/]", False: "", None: ""}[t.solved]
+        returns = [fmt(t.mean_return, ".1f")] + ([fmt(t.greedy_eval, ".1f")] if greedy else [])
         table.add_row(
             t.name,
             f"{t.env_steps:,}",
             str(t.episodes),
-            fmt(t.mean_return, ".1f"),
+            *returns,
             fmt(t.normalized_score, ".2f"),
             fmt(t.target_score, "g") + mark,
         )

@@ -3,7 +3,9 @@
 A checkpoint (see :mod:`mtrl.checkpoint`) holds ``config`` (the resolved experiment config as
 JSON data) and ``learner`` (``Learner.state_dict()``: ``model``, ...). The config is validated
 against the installed plugins, each task's env is rebuilt with its ``env_kwargs`` and the model
-with the config's sizes; then every selected task plays ``episodes`` episodes per mode.
+with the config's sizes; then every selected task plays ``episodes`` episodes per mode
+(:func:`evaluate_model`, which the end of ``mtrl train`` also calls on the trainer's own model:
+:mod:`mtrl.final_eval`).
 
 Episodes are counted fairly: copy ``i`` of a batch of ``E`` env copies contributes a fixed
 quota of its *first* episodes, so short episodes are not over-represented (which happens when
@@ -27,9 +29,10 @@ import yaml
 from mtrl.actors.inference import make_policy
 from mtrl.checkpoint import load_checkpoint, load_latest
 from mtrl.config import ExperimentConfig, parse_config
-from mtrl.errors import CheckpointError, EnvKwargsError, UserError
+from mtrl.errors import CheckpointError, UserError
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.plugins import BatchEnv, Plugins, get_plugins
+from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
+from mtrl.task_envs import build_env, task_spaces
 
 MODES = ("greedy", "stochastic")
 EVAL_SEED_OFFSET = 1_000_000  # eval envs never replay a training seed
@@ -152,31 +155,6 @@ def run_episodes(
     return returns, lengths
 
 
-def _spaces(ckpt: EvalCheckpoint, plugins: Plugins, envs: dict[int, BatchEnv]) -> list[TaskSpaces]:
-    """Every task's spaces (the model needs all of them), from the built env when there is one."""
-    out = []
-    for i, task in enumerate(ckpt.config.tasks):
-        if i in envs:
-            env = envs[i]
-        elif task.env_kwargs:  # kwargs may change the spaces: ask a one-copy env
-            env = _build(ckpt.config, plugins, i, 1, 0)
-            env.close()
-        else:
-            spec = plugins.envs.get(task.env)
-            out.append(TaskSpaces(spec.observation_space, spec.action_space))
-            continue
-        out.append(TaskSpaces(env.single_observation_space, env.single_action_space))
-    return out
-
-
-def _build(cfg: ExperimentConfig, plugins: Plugins, i: int, num_envs: int, seed: int) -> BatchEnv:
-    task = cfg.tasks[i]
-    try:
-        return plugins.envs.get(task.env).build(num_envs, seed, **task.env_kwargs)
-    except EnvKwargsError as e:
-        raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
-
-
 def evaluate(
     ckpt: EvalCheckpoint,
     *,
@@ -188,11 +166,8 @@ def evaluate(
     max_steps_per_episode: int = 100_000,
     plugins: Plugins | None = None,
 ) -> list[EvalResult]:
-    """Evaluate ``ckpt`` on ``tasks`` (default all): ``episodes`` per task and mode.
-
-    ``seed`` seeds task ``i``'s eval envs with ``seed + i`` (default: the training seed plus
-    a large offset). Every mode starts from the same env seeds: a paired comparison.
-    """
+    """Evaluate ``ckpt`` on ``tasks`` (default all): ``episodes`` per task and mode (see
+    :func:`evaluate_model`, which plays them)."""
     if episodes < 1:
         raise UserError(f"--episodes must be at least 1, got {episodes}")
     bad = [m for m in modes if m not in MODES]
@@ -202,35 +177,56 @@ def evaluate(
     cfg = ckpt.config
     chosen = select_tasks(cfg, tasks)
     torch.set_num_threads(cfg.learner.torch_threads)
+    specs = [plugins.envs.get(t.env) for t in cfg.tasks]
+    spaces = [TaskSpaces(*task_spaces(spec, cfg, i, None)) for i, spec in enumerate(specs)]
+    model = _load_model(ckpt, spaces, device)
+    return evaluate_model(
+        model,
+        cfg,
+        specs,
+        chosen,
+        episodes=episodes,
+        modes=modes,
+        seed=seed,
+        max_steps_per_episode=max_steps_per_episode,
+    )
+
+
+def evaluate_model(
+    model: torch.nn.Module,
+    cfg: ExperimentConfig,
+    specs: Sequence[EnvSpec],
+    chosen: Sequence[int],
+    *,
+    episodes: int,
+    modes: Sequence[str] = MODES,
+    seed: int | None = None,
+    max_steps_per_episode: int = 100_000,
+) -> list[EvalResult]:
+    """Play ``episodes`` per task of ``chosen`` and mode with ``model`` (a checkpoint's, or the
+    trainer's own at the end of a run); ``specs`` are every task's env specs.
+
+    ``seed`` seeds task ``i``'s eval envs with ``seed + i`` (default: the training seed plus
+    a large offset). Every mode starts from the same env seeds: a paired comparison. The
+    numpy batch-env API serves every task, Anakin's tensor-native envs included.
+    """
     seeds = {i: cfg.task_seed(i) + EVAL_SEED_OFFSET if seed is None else seed + i for i in chosen}
     sizes = {i: min(episodes, cfg.tasks[i].num_envs) for i in chosen}
-    envs: dict[int, BatchEnv] = {}
-    try:
-        for i in chosen:
-            envs[i] = _build(cfg, plugins, i, sizes[i], seeds[i])
-        spaces = _spaces(ckpt, plugins, envs)
-        model = _load_model(ckpt, spaces, device)
-        action_spaces = [s.action_space for s in spaces]
-        results = []
-        for i in chosen:
-            for k, mode in enumerate(modes):
-                if k > 0:  # a fresh env with the same seeds for the next mode
-                    envs.pop(i).close()
-                    envs[i] = _build(cfg, plugins, i, sizes[i], seeds[i])
+    action_spaces: list[Any] = [None] * len(cfg.tasks)  # the policy reads only its task's
+    results = []
+    for i in chosen:
+        for mode in modes:  # a fresh env with the same seeds for each mode
+            env = build_env(specs[i], cfg, i, sizes[i], seeds[i])
+            try:
+                action_spaces[i] = env.single_action_space
                 torch.manual_seed(seeds[i])
                 policy = make_policy(model, action_spaces, greedy=mode == "greedy")
-                returns, lengths = run_episodes(
-                    envs[i],
-                    policy,
-                    i,
-                    episodes,
-                    _max_steps(episodes, sizes[i], max_steps_per_episode),
-                )
-                results.append(_result(cfg, plugins, i, mode, episodes, returns, lengths))
-        return results
-    finally:
-        for env in envs.values():
-            env.close()
+                max_steps = _max_steps(episodes, sizes[i], max_steps_per_episode)
+                returns, lengths = run_episodes(env, policy, i, episodes, max_steps)
+            finally:
+                env.close()
+            results.append(_result(cfg, specs[i], i, mode, episodes, returns, lengths))
+    return results
 
 
 def _max_steps(episodes: int, num_envs: int, per_episode: int) -> int:
@@ -251,7 +247,7 @@ def _load_model(ckpt: EvalCheckpoint, spaces: list[TaskSpaces], device: str) -> 
 
 def _result(
     cfg: ExperimentConfig,
-    plugins: Plugins,
+    spec: EnvSpec,
     i: int,
     mode: str,
     wanted: int,
@@ -274,6 +270,6 @@ def _result(
         mean_return=mean,
         std_return=float(arr.std()) if len(arr) else math.nan,
         mean_length=float(np.mean(lengths)) if lengths else math.nan,
-        normalized_score=plugins.envs.get(task.env).normalized_score(mean) if len(arr) else None,
+        normalized_score=spec.normalized_score(mean) if len(arr) else None,
         returns=[float(x) for x in returns],
     )

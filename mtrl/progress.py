@@ -19,7 +19,8 @@ RECENT_EPISODES = 20
 
 @dataclass
 class TaskResult:
-    """How one task ended: recent mean return (unscaled) and normalised score."""
+    """How one task ended: recent mean return (unscaled), normalised score and, after the final
+    greedy evaluation (:mod:`mtrl.final_eval`), its mean return."""
 
     name: str
     env_steps: int
@@ -27,12 +28,15 @@ class TaskResult:
     mean_return: float | None
     normalized_score: float | None
     target_score: float | None
+    greedy_eval: float | None = None
 
     @property
     def solved(self) -> bool | None:
+        """At target: the training return and, when it ran, the greedy evaluation too."""
         if self.target_score is None or self.mean_return is None:
             return None
-        return self.mean_return >= self.target_score
+        greedy_ok = self.greedy_eval is None or self.greedy_eval >= self.target_score
+        return self.mean_return >= self.target_score and greedy_ok
 
 
 @dataclass
@@ -42,6 +46,8 @@ class TrainResult:
     updates: int
     seconds: float
     tasks: list[TaskResult] = field(default_factory=list)
+    greedy_episodes: int = 0
+    """Episodes per task of the final greedy evaluation (0: none ran)."""
 
 
 @dataclass

@@ -27,6 +27,7 @@ from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
+from mtrl.final_eval import final_eval
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
@@ -223,11 +224,12 @@ class Trainer:
         for ru in queue.drain():
             self.pool.release(ru)
         seconds = time.perf_counter() - start
-        self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
         if ck.enabled and (self.run_dir is not None or self.ctx.distributed):
             self.save_checkpoint(seconds)  # every replica: a sharded learner's state is gathered
-        steps = self.run_env_steps
-        return TrainResult(self.run_dir, steps, self.updates, seconds, self.results())
+        final = final_eval(self, metrics)  # rank 0, after the save: eval/<task>/greedy_return
+        self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
+        steps, results = self.run_env_steps, final.apply(self.results())
+        return TrainResult(self.run_dir, steps, self.updates, seconds, results, final.episodes)
 
     def _drain_anakin_episodes(self) -> None:
         """Move finished Anakin episodes (kept on the device) into the task's counters."""

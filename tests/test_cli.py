@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,38 @@ def test_train_with_bad_env_kwargs_is_a_user_error(tmp_path: Path) -> None:
     assert "error: tasks[0].env_kwargs: gymnasium/CartPole-v1: cannot build" in res.stderr
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "runs").exists()  # nothing half-made is left behind
+
+
+@pytest.mark.parametrize("episodes", [4, 0])
+def test_train_table_and_last_record_show_the_final_greedy_eval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], episodes: int
+) -> None:
+    """A tiny real training: the table's "greedy eval" column and ``eval/<task>/greedy_return``
+    in the last metrics record, both the same finite number; neither with 0 episodes."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(
+        "name: tiny\ntotal_env_steps: 3000\n"
+        "tasks:\n  - env: gymnasium/CartPole-v1\n    num_envs: 4\n    target_score: 475\n"
+        "actors: {mode: serial}\nlearner: {batch_size: 4, unroll_length: 16}\n"
+        f"tracking: {{run_dir: {tmp_path / 'runs'}, console: quiet, log_every_s: 60, "
+        f"csv: false, wandb: {{mode: disabled}}, final_eval_episodes: {episodes}}}\n"
+    )
+    assert main(["train", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    (run_dir,) = (tmp_path / "runs").glob("tiny__*")
+    last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    key = "eval/gymnasium/CartPole-v1/greedy_return"
+    if episodes == 0:
+        assert "greedy eval" not in out and key not in last
+        return
+    header = next(line for line in out.splitlines() if "mean return (last 20)" in line)
+    row = next(line for line in out.splitlines() if "gymnasium/CartPole-v1" in line)
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    names = [c.strip() for c in header.split("┃")[1:-1]]
+    assert names[3:5] == ["mean return (last 20)", "greedy eval"]
+    greedy = last[key]
+    assert (
+        isinstance(greedy, float) and math.isfinite(greedy) and greedy >= 8
+    )  # CartPole: ≥ 8 steps
+    assert cells[4] == f"{greedy:.1f}"
+    assert "solved" not in row  # far from 475 after 3000 steps

@@ -1,9 +1,11 @@
-"""`mtrl eval` on a checkpoint of a real (short) CartPole training."""
+"""`mtrl eval` on a checkpoint of a real (short) CartPole training, and the final greedy eval
+that training ran on its in-memory model through the same code."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,16 +13,20 @@ import pytest
 from mtrl.checkpoint import list_checkpoints, save_checkpoint
 from mtrl.cli import main
 from mtrl.config import parse_config
-from mtrl.evaluate import evaluate, load_for_eval, run_episodes
+from mtrl.evaluate import EVAL_SEED_OFFSET, evaluate, evaluate_model, load_for_eval, run_episodes
+from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
+from mtrl.progress import TaskResult, TrainResult
+from mtrl.task_envs import build_env, task_spaces
 from mtrl.trainer import Trainer
 
 CARTPOLE = "gymnasium/CartPole-v1"
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run directory whose checkpoint holds a CartPole policy trained for 80k steps (~10 s)."""
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TrainResult]:
+    """A run directory whose checkpoint holds a CartPole policy trained for 80k steps (~10 s),
+    and the training's result (with its final greedy evaluation of 10 episodes)."""
     run_dir = tmp_path_factory.mktemp("run")
     cfg = parse_config(
         f"""
@@ -36,7 +42,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     trainer = Trainer(cfg, write_run_dir=False, console=False)
     try:
-        trainer.run()
+        result = trainer.run()
     finally:
         trainer.close()
     state = {
@@ -45,7 +51,12 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "env_steps": trainer.env_steps,
     }
     save_checkpoint(run_dir, state, trainer.env_steps, keep_last=2)
-    return run_dir
+    return run_dir, result
+
+
+@pytest.fixture(scope="module")
+def trained_run(trained: tuple[Path, TrainResult]) -> Path:
+    return trained[0]
 
 
 def _random_mean_return(episodes: int) -> float:
@@ -71,6 +82,52 @@ def test_trained_cartpole_policy_beats_random(trained_run: Path) -> None:
         assert r.mean_return > 3 * random_mean, (r.mode, r.mean_return, random_mean)
         assert r.normalized_score is not None and r.normalized_score > 0.1
         assert r.std_return == pytest.approx(np.std(r.returns))
+
+
+def test_final_greedy_eval_of_training_is_what_mtrl_eval_plays(
+    trained: tuple[Path, TrainResult],
+) -> None:
+    """The trainer's in-memory model and the checkpoint's, on the same eval seeds: one number."""
+    run_dir, result = trained
+    (task,) = result.tasks
+    assert result.greedy_episodes == 10
+    assert task.greedy_eval is not None and np.isfinite(task.greedy_eval)
+    assert task.greedy_eval > 3 * _random_mean_return(10)  # the trained policy, not a fresh one
+    (again,) = evaluate(load_for_eval(run_dir), episodes=10, modes=("greedy",))
+    assert again.episodes == 10
+    assert task.greedy_eval == pytest.approx(again.mean_return)
+
+
+def test_eval_envs_are_seeded_apart_from_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the final eval and `mtrl eval` share: task seed + EVAL_SEED_OFFSET, per mode."""
+    cfg = parse_config(
+        f"seed: 5\ntasks: [{{env: {CARTPOLE}}}, {{env: {CARTPOLE}, seed: 9, name: b}}]"
+    )
+    specs = [get_plugins().envs.get(CARTPOLE)] * 2
+    model = MultiTaskModel(
+        [TaskSpaces(*task_spaces(specs[0], cfg, 0, None))] * 2, cfg.learner.model
+    )
+    seeds: list[int] = []
+
+    def spy(spec: Any, cfg: Any, i: int, num_envs: int, seed: int) -> Any:
+        seeds.append(seed)
+        return build_env(spec, cfg, i, num_envs, seed)
+
+    monkeypatch.setattr("mtrl.evaluate.build_env", spy)
+    results = evaluate_model(model, cfg, specs, [0, 1], episodes=2)
+    assert [r.episodes for r in results] == [2, 2, 2, 2]
+    offset = EVAL_SEED_OFFSET
+    assert seeds == [5 + offset, 5 + offset, 9 + offset, 9 + offset]  # greedy, stochastic
+
+
+def test_solved_needs_the_greedy_eval_at_target_when_it_ran() -> None:
+    def result(train: float, greedy: float | None) -> TaskResult:
+        return TaskResult("t", 100, 5, train, None, target_score=50.0, greedy_eval=greedy)
+
+    assert result(60, None).solved is True  # no eval ran: the training return decides
+    assert result(60, 55).solved is True
+    assert result(60, 40).solved is False  # learned only with exploration noise
+    assert result(40, 60).solved is False
 
 
 def test_episode_counting_skips_reset_steps_and_fills_quotas() -> None:

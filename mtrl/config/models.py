@@ -296,6 +296,11 @@ class TrackingConfig(_Model):
     trackers: list[TrackerName] | None = None
     """Plugin trackers to run, by name (``mtrl plugins`` lists them); None = every registered
     one; [] = none."""
+    final_eval_episodes: int = Field(default=10, ge=0)
+    """After training, play this many episodes per task with greedy actions of the final agent
+    (eval env seeds, not the training ones; what ``mtrl eval --greedy`` plays) and report their
+    mean return beside the training return and in the last metrics record
+    (``eval/<task>/greedy_return``); 0 = no final evaluation."""
 
 
 class CheckpointConfig(_Model):

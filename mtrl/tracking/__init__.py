@@ -12,7 +12,9 @@ follow CleanRL's namespaces so dashboards and tools recognise them:
   unscaled), ``task/<id>/normalized_score``, ``task/<id>/episode_length``,
   ``task/<id>/episodes``, ``task/<id>/env_steps``, ``task/<id>/faults``,
   ``task/<id>/quarantined`` (0/1); ``popart/<id>/mu``, ``popart/<id>/sigma``;
-  ``scheduler/<id>/actors``.
+  ``scheduler/<id>/actors``; ``learner/<id>/<figure>`` (the learner's diagnostics:
+  ``entropy``, ``kl``, ``rho``, ...); in the last record only, ``eval/<id>/greedy_return``
+  (the final greedy evaluation, ``tracking.final_eval_episodes``).
 
 Sinks share the :class:`Sink` protocol (``write(record)``, ``close()``); :func:`make_sinks`
 builds all that a config asks for; plugins add trackers through the hook

@@ -56,12 +56,17 @@ def test_two_replicas_train_from_one_command(tmp_path: Path) -> None:
     assert last["task/gymnasium/CartPole-v1/env_steps"] < last["charts/env_steps"] / 1.5
     assert list((run_dir / "checkpoints").glob("ckpt_*.pt"))
     assert res.stdout.count("run directory:") == 1
+    # Rank 0 alone plays the final greedy eval (data parallel: it holds the whole model).
+    assert res.stdout.count("greedy eval") == 2  # the table's column and its caption
+    for task in ("gymnasium/CartPole-v1", "gymnasium/Pendulum-v1"):
+        assert isinstance(last[f"eval/{task}/greedy_return"], float)
 
 
 def test_a_task_sharded_run_checkpoints_the_whole_learner_and_resumes(tmp_path: Path) -> None:
     learner = "batch_size: 8, parallel: {model_parallel: task_sharded}"
     extra = "checkpoint: {every_env_steps: 8000}"
-    _train(str(_config(tmp_path, "sharded", 16000, learner, extra)))
+    res = _train(str(_config(tmp_path, "sharded", 16000, learner, extra)))
+    assert "greedy eval skipped: the model is split over the ranks" in res.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
     ckpts = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))
     assert len(ckpts) == 2, "a periodic checkpoint (8k steps) and the final one (16k)"

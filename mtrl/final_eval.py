@@ -1,0 +1,84 @@
+"""The final greedy evaluation of ``mtrl train``: a few episodes per task with the trained model.
+
+After the last update and the last checkpoint, rank 0 plays ``tracking.final_eval_episodes``
+episodes per task with greedy actions of the trainer's in-memory model, through the code of
+``mtrl eval`` (:func:`mtrl.evaluate.evaluate_model`) and on its env seeds (the training seed
+plus ``EVAL_SEED_OFFSET``, never a training seed): ``mtrl eval RUN_DIR --greedy --episodes N``
+on the final checkpoint plays the same episodes. The mean return goes beside the training
+return in the final table and into the last metrics record as ``eval/<task>/greedy_return``.
+
+Anakin tasks play through the numpy face of their tensor-native env. Left out, with a line
+saying why (the table shows '-'):
+
+* a task whose envs failed in training (faults, quarantine): a raise or a hang here, in the
+  learner's process, would stop ``mtrl train`` after its work is done; ``mtrl eval`` it;
+* every task when the model is split over the ranks (``learner.parallel.model_parallel``
+  ``task_sharded`` or ``fsdp``): rank 0 does not hold all of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mtrl.evaluate import evaluate_model
+from mtrl.progress import TaskResult
+
+if TYPE_CHECKING:
+    from mtrl.trainer import Trainer
+
+#: Batch steps allowed per episode of the final evaluation (Atari's 108k frames / 4).
+MAX_STEPS_PER_EPISODE = 27_000
+
+
+@dataclass
+class FinalEval:
+    """Mean greedy return per evaluated task (by index); ``episodes`` 0 when none ran."""
+
+    episodes: int = 0
+    returns: dict[int, float] = field(default_factory=dict)
+
+    def apply(self, results: list[TaskResult]) -> list[TaskResult]:
+        """``results`` with ``greedy_eval`` filled in where a task was evaluated."""
+        return [
+            dataclasses.replace(r, greedy_eval=self.returns.get(i)) for i, r in enumerate(results)
+        ]
+
+
+def final_eval(trainer: Trainer, record: dict[str, float]) -> FinalEval:
+    """Evaluate ``trainer``'s model greedily (rank 0 only; nothing when the config says 0) and
+    add ``eval/<task>/greedy_return`` of each evaluated task to ``record`` (the last one)."""
+    cfg, names = trainer.cfg, trainer.names
+    episodes = cfg.tracking.final_eval_episodes
+    if episodes == 0 or not trainer.ctx.is_main:
+        return FinalEval()
+    if trainer.ctx.distributed and cfg.learner.parallel.model_parallel != "none":
+        print(
+            "greedy eval skipped: the model is split over the ranks "
+            f"(model_parallel: {cfg.learner.parallel.model_parallel}); "
+            "run `mtrl eval RUN_DIR --greedy` on the final checkpoint"
+        )
+        return FinalEval()
+    out = FinalEval(episodes)
+    for i, faults in enumerate(trainer.pool.faults):
+        if faults.faults or faults.quarantined:
+            print(f"greedy eval skipped for {names[i]}: its envs failed in training")
+            continue
+        try:
+            (result,) = evaluate_model(
+                trainer.model,
+                cfg,
+                trainer.specs,
+                [i],
+                episodes=episodes,
+                modes=("greedy",),
+                max_steps_per_episode=MAX_STEPS_PER_EPISODE,
+            )
+        except Exception as e:  # the training's results stand; say which task and why
+            print(f"greedy eval of {names[i]} failed: {type(e).__name__}: {e}")
+            continue
+        if math.isfinite(result.mean_return):  # NaN: no episode finished in time (warned)
+            out.returns[i] = record[f"eval/{names[i]}/greedy_return"] = result.mean_return
+    return out
