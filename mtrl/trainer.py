@@ -293,6 +293,7 @@ class Trainer:
         if copied:
             for ru in pending:
                 self.pool.release(ru)
+        self.learner.set_progress(self.run_env_steps / self.cfg.total_env_steps)
         metrics = self.learner.update(batches)
         self.updates += 1
         for b in batches:

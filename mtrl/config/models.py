@@ -153,6 +153,13 @@ class PopArtConfig(_Model):
     """Set a task's statistics from its first batch of targets (β = 1 once) and keep its
     untrained head's normalised outputs, instead of moving away from μ = 0, ν = 1 at step β:
     training is then invariant to the task's reward scale from the first update."""
+    peak_fraction: float = Field(default=0.0, ge=0, le=1)
+    """Keep each task's scale at or above this fraction of the largest σ it has had. σ
+    measures the spread of a task's value targets, and that spread collapses once the task
+    is solved (every episode earns the same return), while the errors of a value function
+    shared through the torso do not: normalised by a shrinking σ, those errors and the
+    advantages grow as 1/σ, and a solved task's gradients come to dominate and unlearn it.
+    The task's reward scale has not changed, so the scale should not either."""
     sigma_min: PositiveFloat = 1e-4
     """Lower clip of each task's scale σ."""
     sigma_max: PositiveFloat = 1e6
@@ -176,6 +183,10 @@ class ModelConfig(_Model):
     """Hidden layer widths of the shared torso."""
     activation: Literal["relu", "tanh", "gelu"] = "relu"
     """Nonlinearity of MLP layers."""
+    squashed_entropy: bool = True
+    """For bounded continuous actions (squashed into ``[low, high]`` with tanh), the entropy
+    bonus is that of the action the env receives, which keeps the Gaussian's mean out of the
+    flat ends of the squash (mtrl/learner/distributions.py says why); off: the raw Gaussian's."""
 
 
 class ParallelConfig(_Model):
@@ -204,7 +215,13 @@ class LearnerConfig(_Model):
     batch_size: PositiveInt = 32
     """Unrolls per learner update (mixed across tasks)."""
     learning_rate: PositiveFloat = 6e-4
-    """Optimiser step size."""
+    """Optimiser step size (at the start of the run, see ``lr_schedule``)."""
+    lr_schedule: Literal["constant", "linear"] = "constant"
+    """``linear``: the step size falls linearly with the run's env steps, from
+    ``learning_rate`` to ``learning_rate * lr_final_fraction`` at ``total_env_steps`` (IMPALA
+    anneals to 0); ``constant``: ``learning_rate`` throughout."""
+    lr_final_fraction: float = Field(default=0.0, ge=0, le=1)
+    """With ``lr_schedule: linear``, the step size at the end of the run over the initial one."""
     optimizer: Literal["adam", "rmsprop"] = "adam"
     """Optimiser."""
     gamma: float = Field(default=0.99, gt=0, le=1)

@@ -32,6 +32,7 @@ from mtrl.learner import diagnostics, popart
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.distributions import DiagGaussian, GaussianHead
+from mtrl.learner.schedule import learning_rate
 from mtrl.learner.vtrace import vtrace
 
 __all__ = ["Learner", "resolve_device"]  # resolve_device re-exported for older imports
@@ -62,6 +63,8 @@ class Learner:
         self.nu = torch.ones(k, dtype=torch.float64, device=self.device)
         # Tasks whose statistics were set from targets (PopArtConfig.init_from_first_batch).
         self.popart_seen = torch.zeros(k, dtype=torch.bool, device=self.device)
+        # Each task's largest σ so far (PopArtConfig.peak_fraction keeps the scale near it).
+        self.sigma_peak = torch.zeros(k, dtype=torch.float64, device=self.device)
         self.version = 0
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
@@ -77,8 +80,11 @@ class Learner:
 
     @property
     def sigma(self) -> torch.Tensor:
+        """Each task's normalisation scale (σ, floored at ``peak_fraction`` of its peak)."""
         pc = self.cfg.popart
-        return popart.sigma(self.mu, self.nu, pc.sigma_min, pc.sigma_max)
+        return popart.scale(
+            self.mu, self.nu, pc.sigma_min, pc.sigma_max, self.sigma_peak, pc.peak_fraction
+        )
 
     def _stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ, σ) as float32 for the value heads; (0, 1) without PopArt."""
@@ -102,6 +108,12 @@ class Learner:
         h_all = model.torso(torch.cat(flat))
         hs = h_all.split([f.shape[0] for f in flat])[: len(feats)]
         return h_all, [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]
+
+    def set_progress(self, progress: float) -> None:
+        """Tell the learner how far the run is (env steps / total): sets the step size."""
+        lr = learning_rate(self.cfg, progress)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
 
     def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
         """One optimiser step on ``batches``; returns scalar metrics for logging."""
@@ -251,6 +263,7 @@ class Learner:
             "losses/grad_norm": float(grad_norm),
             "charts/policy_lag": lags / n,  # per sample: splitting a block does not change it
             "charts/learner_samples": float(total),
+            "charts/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
         if cfg.popart.enabled:
             mus, sigmas = self.mu.tolist(), self.sigma.tolist()
@@ -304,8 +317,11 @@ class Learner:
             pc.sigma_min,
             pc.sigma_max,
             first=~self.popart_seen if pc.init_from_first_batch else None,
+            peak=self.sigma_peak,
+            peak_fraction=pc.peak_fraction,
         )
         self.popart_seen |= moments.count.to(self.device) > 0
+        self.sigma_peak.copy_(step.peak)
         self.mu.copy_(step.mu)
         self.nu.copy_(step.nu)
         model.value_weight.copy_(step.weight)
@@ -345,6 +361,7 @@ class Learner:
             "mu": self.mu,
             "nu": self.nu,
             "popart_seen": self.popart_seen,
+            "sigma_peak": self.sigma_peak,
             "version": self.version,
         }
 
@@ -361,3 +378,6 @@ class Learner:
         # Checkpoints from before first-batch initialisation: a trained learner has seen its tasks.
         seen = state.get("popart_seen", torch.full_like(self.popart_seen, self.version > 0))
         self.popart_seen.copy_(seen)
+        # Checkpoints from before the peak was kept: the current σ is the best estimate.
+        raw = popart.sigma(self.mu, self.nu, self.cfg.popart.sigma_min, self.cfg.popart.sigma_max)
+        self.sigma_peak.copy_(state.get("sigma_peak", raw))

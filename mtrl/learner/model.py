@@ -68,7 +68,9 @@ class MultiTaskModel(nn.Module):
         for i, task in enumerate(tasks):
             what = f"task {i}"
             encoders.append(make_encoder(task.observation_space, cfg, f"{what} encoder"))
-            head = make_policy_head(task.action_space, self.hidden_dim, f"{what} policy head")
+            head = make_policy_head(
+                task.action_space, self.hidden_dim, f"{what} policy head", cfg.squashed_entropy
+            )
             has_mask = (
                 isinstance(task.observation_space, spaces.Dict)
                 and ACTION_MASK_KEY in task.observation_space.spaces

@@ -79,7 +79,7 @@ def test_gaussian_matches_torch_reference():
 
 
 def test_gaussian_head_log_std_starts_at_zero_and_is_clamped():
-    head = make_policy_head(spaces.Box(-1, 1, (2, 3)), 8)
+    head = make_policy_head(spaces.Box(-np.inf, np.inf, (2, 3)), 8)
     dist = head(torch.randn(5, 8))
     assert dist.sample().shape == (5, 2, 3)
     torch.testing.assert_close(dist.entropy(), torch.full((5,), 6 * 0.5 * (1 + np.log(2 * np.pi))))
@@ -168,3 +168,45 @@ def test_env_actions_discrete_and_multidiscrete_add_start():
 def test_unsupported_action_space_is_named():
     with pytest.raises(TypeError, match="MultiBinary"):
         make_policy_head(spaces.MultiBinary(3), 4)
+
+
+def test_squashed_entropy_matches_monte_carlo_of_the_env_action():
+    # H(a) for a = c + w·tanh(u), u ~ N(m, s): H(u) + log w + E[log(1 − tanh²u)].
+    torch.manual_seed(0)
+    head = make_policy_head(spaces.Box(np.array([-3.0, 0.0]), np.array([3.0, 10.0])), 4)
+    with torch.no_grad():
+        head.log_std.copy_(torch.tensor([0.3, -1.0]))
+    dist = head(torch.randn(3, 4))
+    u = dist.mean + dist.log_std.exp() * torch.randn(400_000, 3, 2)
+    log_jac = torch.log1p(-(torch.tanh(u) ** 2)) + torch.log(torch.tensor([3.0, 5.0]))
+    raw = 0.5 + 0.5 * np.log(2 * np.pi) + dist.log_std
+    expected = (raw + log_jac.mean(0)).sum(-1)
+    torch.testing.assert_close(dist.entropy(), expected, atol=5e-3, rtol=0)
+
+
+def test_squashed_entropy_pulls_a_saturated_mean_back():
+    head = make_policy_head(spaces.Box(-1, 1, (1,)), 2)
+    mean = torch.tensor([[0.0], [1.0], [4.0], [-6.0], [40.0]], requires_grad=True)
+    dist = DiagGaussian(mean, torch.zeros(1), 1, head.log_half_width)
+    h = dist.entropy()
+    assert h[0] > h[1] > h[2] and h[2] > h[4]  # entropy falls as the mean saturates
+    assert torch.isfinite(h).all()
+    h.sum().backward()
+    grad = mean.grad.squeeze(-1)
+    assert grad[0].abs() < 1e-6  # centred: no pull
+    assert grad[2] < -1.0 and grad[3] > 1.0 and grad[4] < -1.0  # ascent moves it back to 0
+    raw = DiagGaussian(mean.detach(), torch.zeros(1), 1)  # the raw Gaussian ignores the bounds
+    assert torch.allclose(raw.entropy(), raw.entropy()[0].expand(5))
+
+
+def test_unbounded_dims_keep_the_gaussian_entropy():
+    box = spaces.Box(np.array([-np.inf, -2.0, 0.0]), np.array([np.inf, 2.0, np.inf]))
+    head = make_policy_head(box, 4)
+    dist = head(torch.randn(7, 4))
+    assert torch.isnan(head.log_half_width[0]) and torch.isnan(head.log_half_width[2])
+    raw = DiagGaussian(dist.mean, dist.log_std, 1).entropy()
+    squash = (raw - dist.entropy()).detach()
+    assert torch.all(squash > 0)  # only dim 1 is squashed, and that lowers the entropy ...
+    one = DiagGaussian(dist.mean[:, 1:2], dist.log_std[:, 1:2], 1, head.log_half_width[1:2])
+    raw_one = DiagGaussian(dist.mean[:, 1:2], dist.log_std[:, 1:2], 1).entropy()
+    torch.testing.assert_close(squash, (raw_one - one.entropy()).detach())  # ... by dim 1's term
