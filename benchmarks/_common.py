@@ -30,9 +30,10 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_result(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``docs/results/<name>.json`` and return its path."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write_result(name: str, payload: dict[str, Any], directory: Path | None = None) -> Path:
+    """Write ``<directory>/<name>.json`` (default ``docs/results``) and return its path."""
+    directory = RESULTS if directory is None else Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     return path

@@ -25,10 +25,10 @@ if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   "${pip[@]}" "${MTRL_TORCH:-torch==2.13.0}"
 fi
 
-echo "bootstrap: installing mtrl[all,test] and plugins_contrib/*"
+echo "bootstrap: installing mtrl[all,test,bench] and plugins_contrib/*"
 contrib=()
 for p in plugins_contrib/*/pyproject.toml; do
   [ -e "$p" ] && contrib+=(-e "$(dirname "$p")")
 done
-"${pip[@]}" -e ".[all,test]" "${contrib[@]}" 2>&1 | grep -v -e "^WARNING: Location" >&2 || true
+"${pip[@]}" -e ".[all,test,bench]" "${contrib[@]}" 2>&1 | grep -v -e "^WARNING: Location" >&2 || true
 "$venv/bin/python" -c "import mtrl, torch; print(f'bootstrap: mtrl {mtrl.__version__}, torch {torch.__version__}')"

@@ -1,0 +1,452 @@
+"""Learning benchmark: how well, how reliably and how fast a suite is learned, over N seeds.
+
+    .venv/bin/python benchmarks/learning.py configs/quickstart.yaml --seeds 10 [--jobs 1] \\
+        [--eval-episodes 20] [--set learner.learning_rate=0.0003 --set actors.mode=serial] \\
+        [--total-env-steps N] [--name NAME] [--out-dir docs/results] [--reuse]
+    # writes docs/results/learning_<name>.json and learning_<name>.png
+
+Each seed is one ``mtrl train`` of the config (with the ``--set`` overrides; a path the config
+schema does not know fails before anything runs) in a subprocess, ``--jobs`` at a time, then an
+evaluation of its final checkpoint as ``mtrl eval`` does (greedy and stochastic actions, eval
+env seeds). Runs, their configs and logs go under the work dir (default
+``runs/bench/<name>/``); wandb is off and checkpoints on (the eval needs the final one).
+``--reuse`` keeps the finished runs of an earlier call whose seed config is the same (to
+re-analyse without retraining).
+
+Per task and seed, from the run's ``metrics.jsonl``: the final return (mean of the last 20
+episodes at the last record), the best, final/best (from the random score where returns are
+negative), the task's env steps and the run's wall seconds when the return first reached
+``target_score``, the greedy and stochastic eval returns, and "solved at end" (final and
+greedy both at target). Per task the table shows the median and min/max over seeds.
+Aggregates over tasks x seeds (tasks with a target only): IQM and mean of the normalised score
+``(R - random) / (target - random)`` (random: the env's declared ``random_score``, else 0) of
+the final and of the greedy returns, with 95% stratified-bootstrap CIs from ``rliable``. The
+PNG has one panel per task: return against the task's env steps, the mean over seeds with a
+95% bootstrap band, the target dashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import learning_plot as lp
+import learning_stats as ls
+from _common import machine, write_result
+
+from mtrl.errors import MtrlError, UserError
+from mtrl.evaluate import MODES, load_for_eval
+from mtrl.evaluate import evaluate as evaluate_checkpoint
+from mtrl.plugins import get_plugins
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass
+class Plan:
+    """What to run: the resolved config mapping and where everything goes."""
+
+    name: str
+    config_path: Path
+    overrides: list[str]
+    data: dict[str, Any]
+    tasks: list[ls.Task]
+    seeds: list[int]
+    work_dir: Path
+    jobs: int
+    eval_episodes: int
+    reuse: bool
+
+
+@dataclass
+class SeedRun:
+    """One seed's training and evaluation, as far as it got."""
+
+    seed: int
+    run_dir: Path | None = None
+    train_wall_s: float | None = None
+    eval_wall_s: float | None = None
+    eval: dict[str, dict[str, float | None]] = field(default_factory=dict)  # task -> mode -> R
+    error: str | None = None
+    reused: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("config", type=Path, help="an mtrl experiment config (YAML)")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (10)")
+    ap.add_argument("--seed-list", help="comma-separated seeds instead, e.g. 0,3,5")
+    ap.add_argument("--jobs", type=int, default=1, help="trainings at a time (1)")
+    ap.add_argument("--eval-episodes", type=int, default=20, help="per task and mode (20)")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="config override, e.g. learner.learning_rate=3e-4 (YAML value; repeatable)",
+    )
+    ap.add_argument("--total-env-steps", type=int, help="override total_env_steps")
+    ap.add_argument("--name", help="benchmark name (default: the config file's stem)")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "results")
+    ap.add_argument("--work-dir", type=Path, help="runs and logs (default runs/bench/<name>)")
+    ap.add_argument(
+        "--reps", type=int, default=10_000, help="bootstrap replications (10000; curves: 2000)"
+    )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the finished runs of an earlier call with the same seed config",
+    )
+    return ap.parse_args(argv)
+
+
+def seed_list(args: argparse.Namespace) -> list[int]:
+    """The seeds to run, from ``--seed-list`` or ``--seeds``."""
+    if args.seed_list:
+        try:
+            seeds = [int(s) for s in args.seed_list.split(",") if s.strip()]
+        except ValueError:
+            raise UserError(f"--seed-list {args.seed_list!r}: give integers, e.g. 0,3,5") from None
+    else:
+        seeds = list(range(args.seeds))
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise UserError(f"seeds {seeds}: need at least one, all distinct and >= 0")
+    return seeds
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Read the config, apply the overrides and validate the result as ``mtrl train`` would."""
+    name = args.name or args.config.stem
+    if not NAME_RE.match(name):
+        raise UserError(f"--name {name!r}: use letters, digits and _.- only")
+    if args.jobs < 1 or args.eval_episodes < 1:
+        raise UserError("--jobs and --eval-episodes must be at least 1")
+    try:
+        data = yaml.safe_load(args.config.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{args.config}: cannot read config: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"{args.config}: invalid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{args.config}: the config must be a mapping with a `tasks:` list")
+    overrides = list(args.overrides)
+    if args.total_env_steps is not None:
+        overrides.append(f"total_env_steps={args.total_env_steps}")
+    try:
+        data = ls.apply_overrides(data, overrides)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    plugins = get_plugins()
+    cfg = ls.validate(
+        data,
+        f"{args.config} with --set overrides" if overrides else str(args.config),
+        env_ids=plugins.envs.ids(),
+        scheduler_policies=plugins.schedulers.names(),
+        tracker_names=plugins.trackers.names(),
+    )
+    tasks = [
+        ls.Task(t.key, t.env, t.target_score, plugins.envs.get(t.env).random_score)
+        for t in cfg.tasks
+    ]
+    work_dir = (args.work_dir or Path("runs") / "bench" / name).resolve()
+    return Plan(
+        name,
+        args.config,
+        overrides,
+        data,
+        tasks,
+        seed_list(args),
+        work_dir,
+        args.jobs,
+        args.eval_episodes,
+        args.reuse,
+    )
+
+
+def seed_config(plan: Plan, seed: int) -> dict[str, Any]:
+    """The config one seed trains: the plan's, named after the benchmark, its runs in the work
+    dir, wandb off, checkpoints on (the final one is evaluated)."""
+    data = copy.deepcopy(plan.data)
+    for path, value in (
+        (["name"], plan.name),
+        (["seed"], seed),
+        (["tracking", "run_dir"], str(plan.work_dir)),
+        (["tracking", "wandb", "mode"], "disabled"),
+        (["checkpoint", "enabled"], True),
+    ):
+        ls.set_path(data, path, value)
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def _mtrl(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mtrl.cli", *args]
+
+
+def find_run_dir(stdout: str, work_dir: Path, name: str, seed: int) -> Path | None:
+    """The run directory ``mtrl train`` printed, else the newest ``<name>__<seed>__*``."""
+    found = re.findall(r"^run directory: (.+)$", stdout, flags=re.M)
+    if found and Path(found[-1].strip()).is_dir():
+        return Path(found[-1].strip())
+    dirs = sorted(work_dir.glob(f"{name}__{seed}__*"), key=lambda p: p.stat().st_mtime)
+    return dirs[-1] if dirs else None
+
+
+def train(plan: Plan, seed: int, config_path: Path) -> SeedRun:
+    """``mtrl train`` of one seed in a subprocess; its output goes to ``logs/seed<s>.train.log``."""
+    log = plan.work_dir / "logs" / f"seed{seed}.train.log"
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        _mtrl("train", str(config_path), "--seed", str(seed)),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    run = SeedRun(seed, train_wall_s=time.perf_counter() - t0)
+    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    run.run_dir = find_run_dir(proc.stdout, plan.work_dir, plan.name, seed)
+    if proc.returncode != 0:
+        run.error = f"mtrl train exited with {proc.returncode}; see {log}"
+    elif run.run_dir is None:
+        run.error = f"no run directory found; see {log}"
+    return run
+
+
+EVAL_LOCK = threading.Lock()
+PRINT_LOCK = threading.Lock()
+
+
+def evaluate(plan: Plan, run: SeedRun) -> None:
+    """Evaluate the run's final checkpoint (:mod:`mtrl.evaluate`, as ``mtrl eval`` does) into
+    ``run.eval``; the results go to ``logs/seed<s>.eval.json``.
+
+    In this process, which has its plugins loaded already (a subprocess would spend seconds
+    loading them again), one eval at a time: they share torch's global RNG.
+    """
+    assert run.run_dir is not None
+    log = plan.work_dir / "logs" / f"seed{run.seed}.eval.json"
+    t0 = time.perf_counter()
+    try:
+        with EVAL_LOCK, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ckpt = load_for_eval(run.run_dir, get_plugins())
+            results = evaluate_checkpoint(ckpt, episodes=plan.eval_episodes, modes=MODES)
+    except Exception as e:  # one seed's broken checkpoint must not lose the other seeds
+        what = "" if isinstance(e, MtrlError) else f"{type(e).__name__}: "
+        run.error = f"eval of {run.run_dir}: {what}{e}"
+        return
+    finally:
+        run.eval_wall_s = time.perf_counter() - t0
+    doc = {
+        "checkpoint": str(ckpt.path),
+        "env_steps": ckpt.env_steps,
+        "episodes": plan.eval_episodes,
+        "warnings": [str(w.message) for w in caught],
+        "results": [r.to_json() for r in results],
+    }
+    log.write_text(json.dumps(doc, indent=2) + "\n")
+    for r in doc["results"]:
+        run.eval.setdefault(r["task"], {})[r["mode"]] = r["mean_return"]
+
+
+def _done_path(plan: Plan, seed: int) -> Path:
+    return plan.work_dir / "done" / f"seed{seed}.json"
+
+
+def reused(plan: Plan, seed: int, config_text: str) -> SeedRun | None:
+    """An earlier finished run of this exact seed config and eval, when ``--reuse`` is on."""
+    path = _done_path(plan, seed)
+    if not plan.reuse or not path.is_file():
+        return None
+    done = json.loads(path.read_text())
+    if done["config"] != config_text or done["eval_episodes"] != plan.eval_episodes:
+        return None
+    if not Path(done["run_dir"]).is_dir():
+        return None
+    return SeedRun(
+        seed,
+        Path(done["run_dir"]),
+        done["train_wall_s"],
+        done["eval_wall_s"],
+        done["eval"],
+        reused=True,
+    )
+
+
+def run_seed(plan: Plan, seed: int) -> SeedRun:
+    """Train and evaluate one seed (or reuse a finished one); never raises for a failed run."""
+    config_text = yaml.safe_dump(seed_config(plan, seed), sort_keys=False)
+    run = reused(plan, seed, config_text)
+    if run is None:
+        config_path = plan.work_dir / "configs" / f"seed{seed}.yaml"
+        config_path.write_text(config_text)
+        run = train(plan, seed, config_path)
+        if run.error is None:
+            evaluate(plan, run)
+        if run.error is None:
+            done = {
+                "config": config_text,
+                "eval_episodes": plan.eval_episodes,
+                "run_dir": str(run.run_dir),
+                "train_wall_s": run.train_wall_s,
+                "eval_wall_s": run.eval_wall_s,
+                "eval": run.eval,
+            }
+            _done_path(plan, seed).write_text(json.dumps(done, indent=2) + "\n")
+    how = "reused" if run.reused else f"train {run.train_wall_s:.0f} s"
+    with PRINT_LOCK:
+        print(f"[seed {seed}] {run.error or 'ok'} ({how}): {run.run_dir}", flush=True)
+    return run
+
+
+def run_all(plan: Plan) -> list[SeedRun]:
+    """Every seed, ``plan.jobs`` at a time, in seed order."""
+    for sub in ("configs", "logs", "done"):
+        (plan.work_dir / sub).mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=plan.jobs) as pool:
+        return list(pool.map(lambda s: run_seed(plan, s), plan.seeds))
+
+
+# ---------------------------------------------------------------------------------------------
+# analysis
+
+
+def read_records(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's metrics records (``metrics.jsonl``); a torn last line is skipped."""
+    records = []
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return records
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def run_entry(plan: Plan, run: SeedRun, records: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """One seed's JSON entry: where it ran, how long, and (finished runs) its task figures."""
+    entry: dict[str, Any] = {
+        "seed": run.seed,
+        "run_dir": str(run.run_dir) if run.run_dir else None,
+        "error": run.error,
+        "reused": run.reused,
+        "train_wall_s": run.train_wall_s,
+        "eval_wall_s": run.eval_wall_s,
+    }
+    if records is not None:
+        last = records[-1] if records else {}
+        entry["env_steps"] = last.get("charts/env_steps")
+        entry["elapsed_s"] = last.get("charts/elapsed_s")
+        entry["tasks"] = ls.seed_figures(plan.tasks, records, run.eval)
+    return entry
+
+
+def analyse(plan: Plan, seed_runs: list[SeedRun], reps: int, png: Path) -> dict[str, Any]:
+    """Figures per seed and task, the summary, aggregates and the curves' PNG."""
+    records = {
+        r.seed: read_records(r.run_dir)
+        for r in seed_runs
+        if r.error is None and r.run_dir is not None
+    }
+    runs = [run_entry(plan, r, records.get(r.seed)) for r in seed_runs]
+    good = [e for e in runs if "tasks" in e]
+    panels = [
+        lp.task_panel(
+            t.name,
+            [ls.extract_curve(recs, t.name) for recs in records.values()],
+            t.target,
+            min(reps, 2000),
+            0,
+        )
+        for t in plan.tasks
+    ]
+    lp.plot_panels(panels, png, f"{plan.name}: {len(good)} seeds, mean and 95% CI")
+    return {
+        "runs": runs,
+        "summary": ls.summarise(plan.tasks, [e["tasks"] for e in good]),
+        "aggregates": ls.suite_aggregates(plan.tasks, [e["tasks"] for e in good], reps),
+        "curves": {
+            p.task: {"steps": p.grid.tolist(), **{k: v.tolist() for k, v in p.band.items()}}
+            for p in panels
+            if p.band is not None
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        plan = make_plan(args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    info, t0 = machine(), time.perf_counter()
+    print(f"{plan.name}: seeds {plan.seeds}, {plan.jobs} at a time; work dir {plan.work_dir}")
+    seed_runs = run_all(plan)
+    png = args.out_dir / f"learning_{plan.name}.png"
+    result = analyse(plan, seed_runs, args.reps, png)
+    payload = {
+        "benchmark": "learning",
+        "name": plan.name,
+        "config": str(plan.config_path),
+        "overrides": plan.overrides,
+        "resolved_config": plan.data,
+        "seeds": plan.seeds,
+        "jobs": plan.jobs,
+        "eval_episodes": plan.eval_episodes,
+        "work_dir": str(plan.work_dir),
+        "tasks": [asdict(t) for t in plan.tasks],
+        **result,
+        "wall_s_total": time.perf_counter() - t0,
+        "git_commit": _git("rev-parse", "--short", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "machine": info,
+        "plot": str(png),
+    }
+    print()
+    print(ls.format_report(plan.name, result["summary"], result["aggregates"]))
+    print(f"\nwrote {write_result(f'learning_{plan.name}', payload, args.out_dir)} and {png}")
+    failed = [r.seed for r in seed_runs if r.error]
+    if failed:
+        print(f"failed seeds: {failed} (left out above)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
