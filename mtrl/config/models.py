@@ -232,6 +232,12 @@ class LearnerConfig(_Model):
     """V-trace clip of trace-cutting coefficients (c̄)."""
     lam: float = Field(default=1.0, ge=0, le=1)
     """V-trace λ mixing of multi-step targets."""
+    advantage_norm: Literal["popart", "task_batch"] = "popart"
+    """What each task's policy-gradient advantages are divided by. ``popart``: the task's
+    PopArt σ (the spread of its value targets; Hessel et al. 2019). ``task_batch``: the root
+    mean square of the task's advantages in the update's batch, so the policy gradient keeps
+    its weight against the entropy bonus as the task's value function becomes accurate (under
+    ``popart`` a solved task's advantages shrink ~20x while the bonus does not)."""
     entropy_coef: float = Field(default=0.01, ge=0)
     """Weight of the entropy bonus."""
     value_coef: float = Field(default=0.5, ge=0)

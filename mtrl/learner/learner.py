@@ -178,6 +178,7 @@ class Learner:
         w, b = self.model.value_weight, self.model.value_bias
         mu, sigma = self._stats()
         cfg = self.cfg
+        adv_scale = self._advantage_scales(parts, sigma)
         pg_sum = v_sum = ent_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
@@ -185,7 +186,7 @@ class Learner:
             mask = batch.valid.float()
             n_pred = p["h"][:-1] @ w[k] + b[k]  # new (rescaled) head
             target = (p["vt"].vs - mu[k]) / sigma[k]
-            adv = p["vt"].pg_advantages / sigma[k]
+            adv = p["vt"].pg_advantages / adv_scale[k]
             entropy = dist.entropy()
             pg = -(p["logp"] * adv * mask).sum()
             v = 0.5 * ((n_pred - target) ** 2 * mask).sum()
@@ -207,6 +208,22 @@ class Learner:
             )
             counts.append(batch.num_samples)
         return [pg_sum, v_sum, ent_sum], counts
+
+    def _advantage_scales(self, parts: list[dict[str, Any]], sigma: torch.Tensor) -> torch.Tensor:
+        """What each task's advantages are divided by (``[K]``): PopArt's σ, or with
+        ``advantage_norm: task_batch`` the root mean square of the task's advantages in this
+        update's whole batch (summed over replicas), floored at 1 % of σ."""
+        if self.cfg.advantage_norm == "popart":
+            return sigma
+        k = len(self.task_names)
+        sums = torch.zeros(3, k, dtype=torch.float64, device=self.device)
+        for p in parts:
+            adv = p["vt"].pg_advantages.double()
+            ids = torch.full_like(adv, p["batch"].task, dtype=torch.long)
+            m = popart.task_moments(adv, ids, k, mask=p["batch"].valid)
+            sums += popart.moments_to_sums(m)
+        rms = popart.moments_from_sums(self.reduce_moment_sums(sums)).mean_sq.sqrt()
+        return torch.maximum(rms.to(sigma.dtype), 0.01 * sigma)
 
     def _shares_due(self) -> bool:
         """Whether this update measures each task's share of the torso gradient (one extra
