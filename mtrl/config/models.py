@@ -153,13 +153,6 @@ class PopArtConfig(_Model):
     """Set a task's statistics from its first batch of targets (β = 1 once) and keep its
     untrained head's normalised outputs, instead of moving away from μ = 0, ν = 1 at step β:
     training is then invariant to the task's reward scale from the first update."""
-    peak_fraction: float = Field(default=0.0, ge=0, le=1)
-    """Keep each task's scale at or above this fraction of the largest σ it has had. σ
-    measures the spread of a task's value targets, and that spread collapses once the task
-    is solved (every episode earns the same return), while the errors of a value function
-    shared through the torso do not: normalised by a shrinking σ, those errors and the
-    advantages grow as 1/σ, and a solved task's gradients come to dominate and unlearn it.
-    The task's reward scale has not changed, so the scale should not either."""
     sigma_min: PositiveFloat = 1e-4
     """Lower clip of each task's scale σ."""
     sigma_max: PositiveFloat = 1e6
@@ -232,12 +225,6 @@ class LearnerConfig(_Model):
     """V-trace clip of trace-cutting coefficients (c̄)."""
     lam: float = Field(default=1.0, ge=0, le=1)
     """V-trace λ mixing of multi-step targets."""
-    advantage_norm: Literal["popart", "task_batch"] = "popart"
-    """What each task's policy-gradient advantages are divided by. ``popart``: the task's
-    PopArt σ (the spread of its value targets; Hessel et al. 2019). ``task_batch``: the root
-    mean square of the task's advantages in the update's batch, so the policy gradient keeps
-    its weight against the entropy bonus as the task's value function becomes accurate (under
-    ``popart`` a solved task's advantages shrink ~20x while the bonus does not)."""
     entropy_coef: float = Field(default=0.01, ge=0)
     """Weight of the entropy bonus."""
     value_coef: float = Field(default=0.5, ge=0)

@@ -63,8 +63,6 @@ class Learner:
         self.nu = torch.ones(k, dtype=torch.float64, device=self.device)
         # Tasks whose statistics were set from targets (PopArtConfig.init_from_first_batch).
         self.popart_seen = torch.zeros(k, dtype=torch.bool, device=self.device)
-        # Each task's largest σ so far (PopArtConfig.peak_fraction keeps the scale near it).
-        self.sigma_peak = torch.zeros(k, dtype=torch.float64, device=self.device)
         self.version = 0
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
@@ -80,11 +78,8 @@ class Learner:
 
     @property
     def sigma(self) -> torch.Tensor:
-        """Each task's normalisation scale (σ, floored at ``peak_fraction`` of its peak)."""
         pc = self.cfg.popart
-        return popart.scale(
-            self.mu, self.nu, pc.sigma_min, pc.sigma_max, self.sigma_peak, pc.peak_fraction
-        )
+        return popart.sigma(self.mu, self.nu, pc.sigma_min, pc.sigma_max)
 
     def _stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ, σ) as float32 for the value heads; (0, 1) without PopArt."""
@@ -178,7 +173,6 @@ class Learner:
         w, b = self.model.value_weight, self.model.value_bias
         mu, sigma = self._stats()
         cfg = self.cfg
-        adv_scale = self._advantage_scales(parts, sigma)
         pg_sum = v_sum = ent_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
@@ -186,7 +180,7 @@ class Learner:
             mask = batch.valid.float()
             n_pred = p["h"][:-1] @ w[k] + b[k]  # new (rescaled) head
             target = (p["vt"].vs - mu[k]) / sigma[k]
-            adv = p["vt"].pg_advantages / adv_scale[k]
+            adv = p["vt"].pg_advantages / sigma[k]
             entropy = dist.entropy()
             pg = -(p["logp"] * adv * mask).sum()
             v = 0.5 * ((n_pred - target) ** 2 * mask).sum()
@@ -208,22 +202,6 @@ class Learner:
             )
             counts.append(batch.num_samples)
         return [pg_sum, v_sum, ent_sum], counts
-
-    def _advantage_scales(self, parts: list[dict[str, Any]], sigma: torch.Tensor) -> torch.Tensor:
-        """What each task's advantages are divided by (``[K]``): PopArt's σ, or with
-        ``advantage_norm: task_batch`` the root mean square of the task's advantages in this
-        update's whole batch (summed over replicas), floored at 1 % of σ."""
-        if self.cfg.advantage_norm == "popart":
-            return sigma
-        k = len(self.task_names)
-        sums = torch.zeros(3, k, dtype=torch.float64, device=self.device)
-        for p in parts:
-            adv = p["vt"].pg_advantages.double()
-            ids = torch.full_like(adv, p["batch"].task, dtype=torch.long)
-            m = popart.task_moments(adv, ids, k, mask=p["batch"].valid)
-            sums += popart.moments_to_sums(m)
-        rms = popart.moments_from_sums(self.reduce_moment_sums(sums)).mean_sq.sqrt()
-        return torch.maximum(rms.to(sigma.dtype), 0.01 * sigma)
 
     def _shares_due(self) -> bool:
         """Whether this update measures each task's share of the torso gradient (one extra
@@ -334,11 +312,8 @@ class Learner:
             pc.sigma_min,
             pc.sigma_max,
             first=~self.popart_seen if pc.init_from_first_batch else None,
-            peak=self.sigma_peak,
-            peak_fraction=pc.peak_fraction,
         )
         self.popart_seen |= moments.count.to(self.device) > 0
-        self.sigma_peak.copy_(step.peak)
         self.mu.copy_(step.mu)
         self.nu.copy_(step.nu)
         model.value_weight.copy_(step.weight)
@@ -378,7 +353,6 @@ class Learner:
             "mu": self.mu,
             "nu": self.nu,
             "popart_seen": self.popart_seen,
-            "sigma_peak": self.sigma_peak,
             "version": self.version,
         }
 
@@ -395,6 +369,3 @@ class Learner:
         # Checkpoints from before first-batch initialisation: a trained learner has seen its tasks.
         seen = state.get("popart_seen", torch.full_like(self.popart_seen, self.version > 0))
         self.popart_seen.copy_(seen)
-        # Checkpoints from before the peak was kept: the current σ is the best estimate.
-        raw = popart.sigma(self.mu, self.nu, self.cfg.popart.sigma_min, self.cfg.popart.sigma_max)
-        self.sigma_peak.copy_(state.get("sigma_peak", raw))

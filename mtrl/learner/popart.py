@@ -31,7 +31,6 @@ __all__ = [
     "normalize",
     "popart_step",
     "preserve_outputs",
-    "scale",
     "sigma",
     "task_moments",
     "unnormalize",
@@ -59,8 +58,6 @@ class PopArtStep(NamedTuple):
     sigma: torch.Tensor
     weight: torch.Tensor
     bias: torch.Tensor
-    peak: torch.Tensor | None = None
-    """The largest σ = sqrt(ν − μ²) each task has had (when ``peak`` was given)."""
 
 
 def _fail(fn: str, msg: str) -> ValueError:
@@ -289,8 +286,6 @@ def popart_step(
     sigma_min: float = 1e-4,
     sigma_max: float = 1e6,
     first: torch.Tensor | None = None,
-    peak: torch.Tensor | None = None,
-    peak_fraction: float = 0.0,
 ) -> PopArtStep:
     """One PopArt statistics update: moments → new μ, ν → new σ → rescaled value head.
 
@@ -303,38 +298,15 @@ def popart_step(
     ν = 1, in reward units): for them the batch's moments are taken outright (β = 1) and the
     head is *not* rescaled, so its untrained normalised outputs are kept instead of its random
     unnormalised ones. Without it the first ~1/β updates depend on the task's reward scale.
-
-    ``peak`` (``[K]``, the largest σ of each task so far; zeros at the start) with
-    ``peak_fraction`` = f keeps each task's scale at or above f × its peak (:func:`scale`):
-    see :class:`mtrl.config.models.PopArtConfig` ``peak_fraction`` for why.
     """
     if first is not None:
         first = first.to(mu.device) & (moments.count.to(mu.device) > 0)
         beta = torch.where(first, 1.0, torch.as_tensor(beta, dtype=mu.dtype, device=mu.device))
-    sigma_old = scale(mu, nu, sigma_min, sigma_max, peak, peak_fraction)
+    sigma_old = sigma(mu, nu, sigma_min, sigma_max)
     mu_new, nu_new = update_stats(mu, nu, moments, beta)
-    peak_new = None
-    if peak is not None:
-        peak_new = torch.maximum(peak, sigma(mu_new, nu_new, sigma_min, sigma_max).to(peak.dtype))
-    sigma_new = scale(mu_new, nu_new, sigma_min, sigma_max, peak_new, peak_fraction)
+    sigma_new = sigma(mu_new, nu_new, sigma_min, sigma_max)
     new_weight, new_bias = preserve_outputs(weight, bias, mu, sigma_old, mu_new, sigma_new)
     if first is not None:
         new_weight = torch.where(first.to(weight.device)[:, None], weight, new_weight)
         new_bias = torch.where(first.to(bias.device), bias, new_bias)
-    return PopArtStep(mu_new, nu_new, sigma_new, new_weight, new_bias, peak_new)
-
-
-def scale(
-    mu: torch.Tensor,
-    nu: torch.Tensor,
-    sigma_min: float = 1e-4,
-    sigma_max: float = 1e6,
-    peak: torch.Tensor | None = None,
-    peak_fraction: float = 0.0,
-) -> torch.Tensor:
-    """The scale targets are normalised by: σ (:func:`sigma`), but never below
-    ``peak_fraction × peak`` (each task's largest σ so far), when ``peak`` is given."""
-    s = sigma(mu, nu, sigma_min, sigma_max)
-    if peak is None or peak_fraction <= 0:
-        return s
-    return torch.maximum(s, peak_fraction * peak.to(s.dtype))
+    return PopArtStep(mu=mu_new, nu=nu_new, sigma=sigma_new, weight=new_weight, bias=new_bias)
