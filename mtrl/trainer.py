@@ -293,7 +293,9 @@ class Trainer:
         if copied:
             for ru in pending:
                 self.pool.release(ru)
-        self.learner.set_progress(self.run_env_steps / self.cfg.total_env_steps)
+        # Replicas agree on the steps of their last joint decision: their step sizes match.
+        steps = self.total_env_steps if self.ctx.distributed else self.env_steps
+        self.learner.set_progress(steps / self.cfg.total_env_steps)
         metrics = self.learner.update(batches)
         self.updates += 1
         for b in batches:

@@ -209,10 +209,13 @@ class LearnerConfig(_Model):
     """Unrolls per learner update (mixed across tasks)."""
     learning_rate: PositiveFloat = 6e-4
     """Optimiser step size (at the start of the run, see ``lr_schedule``)."""
-    lr_schedule: Literal["constant", "linear"] = "constant"
-    """``linear``: the step size falls linearly with the run's env steps, from
-    ``learning_rate`` to ``learning_rate * lr_final_fraction`` at ``total_env_steps`` (IMPALA
-    anneals to 0); ``constant``: ``learning_rate`` throughout."""
+    lr_schedule: Literal["constant", "linear"] = "linear"
+    """``linear`` (IMPALA's rule): the step size falls linearly with the run's env steps, from
+    ``learning_rate`` to ``learning_rate * lr_final_fraction`` at ``total_env_steps``;
+    ``constant``: ``learning_rate`` throughout. Adam takes steps of about ``learning_rate``
+    on every parameter whatever the size of its gradient, so once a task is solved its
+    advantages, mostly noise by then, still move its policy by full steps: a constant rate lets
+    solved tasks drift away and back (docs/BENCHMARKS.md, "Learning that holds")."""
     lr_final_fraction: float = Field(default=0.0, ge=0, le=1)
     """With ``lr_schedule: linear``, the step size at the end of the run over the initial one."""
     optimizer: Literal["adam", "rmsprop"] = "adam"
