@@ -298,14 +298,39 @@ def reused(plan: Plan, seed: int, config_text: str) -> SeedRun | None:
     )
 
 
+def _trained_path(plan: Plan, seed: int) -> Path:
+    return plan.work_dir / "trained" / f"seed{seed}.json"
+
+
+def reused_training(plan: Plan, seed: int, config_text: str) -> SeedRun | None:
+    """An earlier finished training of this exact seed config (its evaluation may have failed
+    or not run), when ``--reuse`` is on: only the evaluation is then done again."""
+    path = _trained_path(plan, seed)
+    if not plan.reuse or not path.is_file():
+        return None
+    done = json.loads(path.read_text())
+    if done["config"] != config_text or not Path(done["run_dir"]).is_dir():
+        return None
+    return SeedRun(seed, Path(done["run_dir"]), done["train_wall_s"], reused=True)
+
+
 def run_seed(plan: Plan, seed: int) -> SeedRun:
     """Train and evaluate one seed (or reuse a finished one); never raises for a failed run."""
     config_text = yaml.safe_dump(seed_config(plan, seed), sort_keys=False)
     run = reused(plan, seed, config_text)
     if run is None:
-        config_path = plan.work_dir / "configs" / f"seed{seed}.yaml"
-        config_path.write_text(config_text)
-        run = train(plan, seed, config_path)
+        run = reused_training(plan, seed, config_text)
+        if run is None:
+            config_path = plan.work_dir / "configs" / f"seed{seed}.yaml"
+            config_path.write_text(config_text)
+            run = train(plan, seed, config_path)
+            if run.error is None:
+                trained = {
+                    "config": config_text,
+                    "run_dir": str(run.run_dir),
+                    "train_wall_s": run.train_wall_s,
+                }
+                _trained_path(plan, seed).write_text(json.dumps(trained, indent=2) + "\n")
         if run.error is None:
             evaluate(plan, run)
         if run.error is None:
@@ -326,7 +351,7 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
 
 def run_all(plan: Plan) -> list[SeedRun]:
     """Every seed, ``plan.jobs`` at a time, in seed order."""
-    for sub in ("configs", "logs", "done"):
+    for sub in ("configs", "logs", "trained", "done"):
         (plan.work_dir / sub).mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=plan.jobs) as pool:
         return list(pool.map(lambda s: run_seed(plan, s), plan.seeds))
