@@ -176,10 +176,6 @@ class ModelConfig(_Model):
     """Hidden layer widths of the shared torso."""
     activation: Literal["relu", "tanh", "gelu"] = "relu"
     """Nonlinearity of MLP layers."""
-    gaussian_std: Literal["parameter", "state"] = "parameter"
-    """Log-std of continuous-action policies: ``parameter``, one learned number per action
-    dim (moves at most about ``learning_rate`` per update under Adam); ``state``, a linear
-    output of the torso features, like the mean."""
     squashed_entropy: bool = True
     """For bounded continuous actions (squashed into ``[low, high]`` with tanh), the entropy
     bonus is that of the action the env receives, which keeps the Gaussian's mean out of the

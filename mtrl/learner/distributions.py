@@ -228,8 +228,7 @@ class CategoricalHead(nn.Module):
 
 
 class GaussianHead(nn.Module):
-    """Linear → mean of the raw action; a learned log-std, state-independent (one parameter
-    per action dim) or, with ``state_std``, a second linear output of the features."""
+    """Linear → mean of the raw action; state-independent learned log-std."""
 
     supports_mask = False
 
@@ -239,17 +238,13 @@ class GaussianHead(nn.Module):
         act_shape: tuple[int, ...],
         low: np.ndarray | None = None,
         high: np.ndarray | None = None,
-        state_std: bool = False,
     ) -> None:
         """``low``/``high`` (the Box's bounds) make the entropy that of the squashed action
-        on the dims bounded on both sides; without them it is the raw Gaussian's. Both kinds
-        of log-std start at 0 (``state_std``: zero bias, weights at gain 0.01)."""
+        on the dims bounded on both sides; without them it is the raw Gaussian's."""
         super().__init__()
         self.act_shape = tuple(int(d) for d in act_shape)
-        dims = int(np.prod(self.act_shape))
-        self.mean = ortho_init(nn.Linear(in_dim, dims), gain=0.01)
-        self.log_std_head = ortho_init(nn.Linear(in_dim, dims), gain=0.01) if state_std else None
-        self.log_std = None if state_std else nn.Parameter(torch.zeros(self.act_shape))
+        self.mean = ortho_init(nn.Linear(in_dim, int(np.prod(self.act_shape))), gain=0.01)
+        self.log_std = nn.Parameter(torch.zeros(self.act_shape))
         lhw = None
         if low is not None and high is not None:
             lo = np.broadcast_to(np.asarray(low, np.float64), self.act_shape)
@@ -264,33 +259,25 @@ class GaussianHead(nn.Module):
         if action_mask is not None:
             raise ValueError("an action_mask is meaningless for a Box action space")
         mean = self.mean(h).reshape(*h.shape[:-1], *self.act_shape)
-        if self.log_std_head is not None:
-            raw = self.log_std_head(h).reshape(*h.shape[:-1], *self.act_shape)
-        else:
-            raw = self.log_std
-        log_std = raw.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        log_std = self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
         return DiagGaussian(mean, log_std, len(self.act_shape), self.log_half_width)
 
 
 def make_policy_head(
-    space: gym.Space,
-    in_dim: int,
-    what: str = "policy head",
-    squashed_entropy: bool = True,
-    state_std: bool = False,
+    space: gym.Space, in_dim: int, what: str = "policy head", squashed_entropy: bool = True
 ) -> nn.Module:
     """The head of one action space: ``forward(h [*B, in_dim], action_mask=None)`` → dist.
 
     ``squashed_entropy``: a ``Box`` head's entropy is the squashed action's (else the raw
-    Gaussian's); ``state_std``: its log-std is a function of the features."""
+    Gaussian's)."""
     if isinstance(space, spaces.Discrete):
         return CategoricalHead(in_dim, np.array(space.n))
     if isinstance(space, spaces.MultiDiscrete):
         return CategoricalHead(in_dim, space.nvec)
     if isinstance(space, spaces.Box):
         if not squashed_entropy:
-            return GaussianHead(in_dim, space.shape, state_std=state_std)
-        return GaussianHead(in_dim, space.shape, space.low, space.high, state_std)
+            return GaussianHead(in_dim, space.shape)
+        return GaussianHead(in_dim, space.shape, space.low, space.high)
     raise TypeError(
         f"{what}: no policy head for action space {space!r}; supported: Discrete, "
         "MultiDiscrete, Box"

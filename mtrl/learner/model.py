@@ -69,11 +69,7 @@ class MultiTaskModel(nn.Module):
             what = f"task {i}"
             encoders.append(make_encoder(task.observation_space, cfg, f"{what} encoder"))
             head = make_policy_head(
-                task.action_space,
-                self.hidden_dim,
-                f"{what} policy head",
-                cfg.squashed_entropy,
-                cfg.gaussian_std == "state",
+                task.action_space, self.hidden_dim, f"{what} policy head", cfg.squashed_entropy
             )
             has_mask = (
                 isinstance(task.observation_space, spaces.Dict)

@@ -10,7 +10,6 @@ from gymnasium import spaces
 
 from mtrl.learner.distributions import (
     LOG_STD_MAX,
-    LOG_STD_MIN,
     Categorical,
     DiagGaussian,
     PolicyDist,
@@ -211,16 +210,3 @@ def test_unbounded_dims_keep_the_gaussian_entropy():
     one = DiagGaussian(dist.mean[:, 1:2], dist.log_std[:, 1:2], 1, head.log_half_width[1:2])
     raw_one = DiagGaussian(dist.mean[:, 1:2], dist.log_std[:, 1:2], 1).entropy()
     torch.testing.assert_close(squash, (raw_one - one.entropy()).detach())  # ... by dim 1's term
-
-
-def test_state_dependent_log_std_starts_near_zero_and_follows_the_features():
-    head = make_policy_head(spaces.Box(-1, 1, (2,)), 8, state_std=True)
-    assert head.log_std is None
-    h = torch.randn(5, 8)
-    dist = head(h)
-    assert dist.log_std.shape == (5, 2) and dist.log_std.abs().max() < 0.2
-    (-dist.entropy().sum()).backward()
-    assert head.log_std_head.weight.grad.abs().sum() > 0  # the features set the std
-    with torch.no_grad():
-        head.log_std_head.bias.fill_(-50.0)
-    assert torch.all(head(h).log_std == LOG_STD_MIN)
