@@ -28,17 +28,12 @@ PNG has one panel per task: return against the task's env steps, the mean over s
 from __future__ import annotations
 
 import argparse
-import copy
 import json
-import os
 import re
 import subprocess
 import sys
-import threading
 import time
-import warnings
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -46,45 +41,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import learning_plot as lp
+import learning_runs as lr
 import learning_stats as ls
 from _common import machine, write_result
 
-from mtrl.errors import MtrlError, UserError
-from mtrl.evaluate import MODES, load_for_eval
-from mtrl.evaluate import evaluate as evaluate_checkpoint
+from mtrl.errors import UserError
 from mtrl.plugins import get_plugins
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-@dataclass
-class Plan:
-    """What to run: the resolved config mapping and where everything goes."""
-
-    name: str
-    config_path: Path
-    overrides: list[str]
-    data: dict[str, Any]
-    tasks: list[ls.Task]
-    seeds: list[int]
-    work_dir: Path
-    jobs: int
-    eval_episodes: int
-    reuse: bool
-
-
-@dataclass
-class SeedRun:
-    """One seed's training and evaluation, as far as it got."""
-
-    seed: int
-    run_dir: Path | None = None
-    train_wall_s: float | None = None
-    eval_wall_s: float | None = None
-    eval: dict[str, dict[str, float | None]] = field(default_factory=dict)  # task -> mode -> R
-    error: str | None = None
-    reused: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,7 +100,7 @@ def seed_list(args: argparse.Namespace) -> list[int]:
     return seeds
 
 
-def make_plan(args: argparse.Namespace) -> Plan:
+def make_plan(args: argparse.Namespace) -> lr.Plan:
     """Read the config, apply the overrides and validate the result as ``mtrl train`` would."""
     name = args.name or args.config.stem
     if not NAME_RE.match(name):
@@ -170,7 +135,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         for t in cfg.tasks
     ]
     work_dir = (args.work_dir or Path("runs") / "bench" / name).resolve()
-    return Plan(
+    return lr.Plan(
         name,
         args.config,
         overrides,
@@ -182,179 +147,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.eval_episodes,
         args.reuse,
     )
-
-
-def seed_config(plan: Plan, seed: int) -> dict[str, Any]:
-    """The config one seed trains: the plan's, named after the benchmark, its runs in the work
-    dir, wandb off, checkpoints on (the final one is evaluated)."""
-    data = copy.deepcopy(plan.data)
-    for path, value in (
-        (["name"], plan.name),
-        (["seed"], seed),
-        (["tracking", "run_dir"], str(plan.work_dir)),
-        (["tracking", "wandb", "mode"], "disabled"),
-        (["checkpoint", "enabled"], True),
-    ):
-        ls.set_path(data, path, value)
-    return data
-
-
-# ---------------------------------------------------------------------------------------------
-# running
-
-
-def _mtrl(*args: str) -> list[str]:
-    return [sys.executable, "-m", "mtrl.cli", *args]
-
-
-def find_run_dir(stdout: str, work_dir: Path, name: str, seed: int) -> Path | None:
-    """The run directory ``mtrl train`` printed, else the newest ``<name>__<seed>__*``."""
-    found = re.findall(r"^run directory: (.+)$", stdout, flags=re.M)
-    if found and Path(found[-1].strip()).is_dir():
-        return Path(found[-1].strip())
-    dirs = sorted(work_dir.glob(f"{name}__{seed}__*"), key=lambda p: p.stat().st_mtime)
-    return dirs[-1] if dirs else None
-
-
-def train(plan: Plan, seed: int, config_path: Path) -> SeedRun:
-    """``mtrl train`` of one seed in a subprocess; its output goes to ``logs/seed<s>.train.log``."""
-    log = plan.work_dir / "logs" / f"seed{seed}.train.log"
-    env = {**os.environ, "WANDB_MODE": "disabled"}
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        _mtrl("train", str(config_path), "--seed", str(seed)),
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    run = SeedRun(seed, train_wall_s=time.perf_counter() - t0)
-    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    run.run_dir = find_run_dir(proc.stdout, plan.work_dir, plan.name, seed)
-    if proc.returncode != 0:
-        run.error = f"mtrl train exited with {proc.returncode}; see {log}"
-    elif run.run_dir is None:
-        run.error = f"no run directory found; see {log}"
-    return run
-
-
-EVAL_LOCK = threading.Lock()
-PRINT_LOCK = threading.Lock()
-
-
-def evaluate(plan: Plan, run: SeedRun) -> None:
-    """Evaluate the run's final checkpoint (:mod:`mtrl.evaluate`, as ``mtrl eval`` does) into
-    ``run.eval``; the results go to ``logs/seed<s>.eval.json``.
-
-    In this process, which has its plugins loaded already (a subprocess would spend seconds
-    loading them again), one eval at a time: they share torch's global RNG.
-    """
-    assert run.run_dir is not None
-    log = plan.work_dir / "logs" / f"seed{run.seed}.eval.json"
-    t0 = time.perf_counter()
-    try:
-        with EVAL_LOCK, warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            ckpt = load_for_eval(run.run_dir, get_plugins())
-            results = evaluate_checkpoint(ckpt, episodes=plan.eval_episodes, modes=MODES)
-    except Exception as e:  # one seed's broken checkpoint must not lose the other seeds
-        what = "" if isinstance(e, MtrlError) else f"{type(e).__name__}: "
-        run.error = f"eval of {run.run_dir}: {what}{e}"
-        return
-    finally:
-        run.eval_wall_s = time.perf_counter() - t0
-    doc = {
-        "checkpoint": str(ckpt.path),
-        "env_steps": ckpt.env_steps,
-        "episodes": plan.eval_episodes,
-        "warnings": [str(w.message) for w in caught],
-        "results": [r.to_json() for r in results],
-    }
-    log.write_text(json.dumps(doc, indent=2) + "\n")
-    for r in doc["results"]:
-        run.eval.setdefault(r["task"], {})[r["mode"]] = r["mean_return"]
-
-
-def _done_path(plan: Plan, seed: int) -> Path:
-    return plan.work_dir / "done" / f"seed{seed}.json"
-
-
-def reused(plan: Plan, seed: int, config_text: str) -> SeedRun | None:
-    """An earlier finished run of this exact seed config and eval, when ``--reuse`` is on."""
-    path = _done_path(plan, seed)
-    if not plan.reuse or not path.is_file():
-        return None
-    done = json.loads(path.read_text())
-    if done["config"] != config_text or done["eval_episodes"] != plan.eval_episodes:
-        return None
-    if not Path(done["run_dir"]).is_dir():
-        return None
-    return SeedRun(
-        seed,
-        Path(done["run_dir"]),
-        done["train_wall_s"],
-        done["eval_wall_s"],
-        done["eval"],
-        reused=True,
-    )
-
-
-def _trained_path(plan: Plan, seed: int) -> Path:
-    return plan.work_dir / "trained" / f"seed{seed}.json"
-
-
-def reused_training(plan: Plan, seed: int, config_text: str) -> SeedRun | None:
-    """An earlier finished training of this exact seed config (its evaluation may have failed
-    or not run), when ``--reuse`` is on: only the evaluation is then done again."""
-    path = _trained_path(plan, seed)
-    if not plan.reuse or not path.is_file():
-        return None
-    done = json.loads(path.read_text())
-    if done["config"] != config_text or not Path(done["run_dir"]).is_dir():
-        return None
-    return SeedRun(seed, Path(done["run_dir"]), done["train_wall_s"], reused=True)
-
-
-def run_seed(plan: Plan, seed: int) -> SeedRun:
-    """Train and evaluate one seed (or reuse a finished one); never raises for a failed run."""
-    config_text = yaml.safe_dump(seed_config(plan, seed), sort_keys=False)
-    run = reused(plan, seed, config_text)
-    if run is None:
-        run = reused_training(plan, seed, config_text)
-        if run is None:
-            config_path = plan.work_dir / "configs" / f"seed{seed}.yaml"
-            config_path.write_text(config_text)
-            run = train(plan, seed, config_path)
-            if run.error is None:
-                trained = {
-                    "config": config_text,
-                    "run_dir": str(run.run_dir),
-                    "train_wall_s": run.train_wall_s,
-                }
-                _trained_path(plan, seed).write_text(json.dumps(trained, indent=2) + "\n")
-        if run.error is None:
-            evaluate(plan, run)
-        if run.error is None:
-            done = {
-                "config": config_text,
-                "eval_episodes": plan.eval_episodes,
-                "run_dir": str(run.run_dir),
-                "train_wall_s": run.train_wall_s,
-                "eval_wall_s": run.eval_wall_s,
-                "eval": run.eval,
-            }
-            _done_path(plan, seed).write_text(json.dumps(done, indent=2) + "\n")
-    how = "reused" if run.reused else f"train {run.train_wall_s:.0f} s"
-    with PRINT_LOCK:
-        print(f"[seed {seed}] {run.error or 'ok'} ({how}): {run.run_dir}", flush=True)
-    return run
-
-
-def run_all(plan: Plan) -> list[SeedRun]:
-    """Every seed, ``plan.jobs`` at a time, in seed order."""
-    for sub in ("configs", "logs", "trained", "done"):
-        (plan.work_dir / sub).mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=plan.jobs) as pool:
-        return list(pool.map(lambda s: run_seed(plan, s), plan.seeds))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,7 +176,9 @@ def _git(*args: str) -> str | None:
         return None
 
 
-def run_entry(plan: Plan, run: SeedRun, records: list[dict[str, Any]] | None) -> dict[str, Any]:
+def run_entry(
+    plan: lr.Plan, run: lr.SeedRun, records: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     """One seed's JSON entry: where it ran, how long, and (finished runs) its task figures."""
     entry: dict[str, Any] = {
         "seed": run.seed,
@@ -402,7 +196,7 @@ def run_entry(plan: Plan, run: SeedRun, records: list[dict[str, Any]] | None) ->
     return entry
 
 
-def analyse(plan: Plan, seed_runs: list[SeedRun], reps: int, png: Path) -> dict[str, Any]:
+def analyse(plan: lr.Plan, seed_runs: list[lr.SeedRun], reps: int, png: Path) -> dict[str, Any]:
     """Figures per seed and task, the summary, aggregates and the curves' PNG."""
     records = {
         r.seed: read_records(r.run_dir)
@@ -443,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     info, t0 = machine(), time.perf_counter()
     print(f"{plan.name}: seeds {plan.seeds}, {plan.jobs} at a time; work dir {plan.work_dir}")
-    seed_runs = run_all(plan)
+    seed_runs = lr.run_all(plan)
     png = args.out_dir / f"learning_{plan.name}.png"
     result = analyse(plan, seed_runs, args.reps, png)
     payload = {

@@ -1,4 +1,5 @@
 """The ``mtrl`` command line: wiring only; each subcommand calls the package's public API.
+The tables it prints are in :mod:`mtrl.cli_tables`.
 
 User mistakes (bad config, unknown id, bad plugin) print one line per problem and exit 2;
 never a traceback. Unexpected internal errors keep their traceback (they are bugs).
@@ -22,13 +23,6 @@ from mtrl.errors import UserError
 EXIT_USER_ERROR = 2
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    # Wide enough for env spaces when piped (rich assumes 80 columns without a terminal).
-    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-
-
 def cmd_plugins(args: argparse.Namespace) -> int:
     """List plugins: name, status, version, package, hooks, envs and trackers offered, errors."""
     from mtrl.plugins import get_plugins
@@ -37,24 +31,9 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([vars(i) for i in infos], indent=2))
         return 0
-    from rich.table import Table
+    from mtrl.cli_tables import print_plugins
 
-    table = Table(title="mtrl plugins")
-    for col in ("name", "status", "version", "package", "hooks", "envs", "trackers", "notes"):
-        table.add_column(col, overflow="fold")
-    colour = {"ok": "green", "error": "red", "unavailable": "yellow", "disabled": "dim"}
-    for i in infos:
-        table.add_row(
-            i.name,
-            f"[{colour[i.status]}]{i.status}[/]",
-            i.version or ("built-in" if i.builtin else "-"),
-            i.package or "-",
-            ", ".join(i.hooks) or "-",
-            str(len(i.envs)),
-            ", ".join(i.trackers) or "-",
-            "\n".join(i.errors),
-        )
-    _console().print(table)
+    print_plugins(infos)
     return 0
 
 
@@ -86,16 +65,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
     elif args.ids_only:
         print("\n".join(r["id"] for r in rows))
     else:
-        from rich.table import Table
+        from mtrl.cli_tables import print_envs
 
-        table = Table(title=f"mtrl envs ({len(rows)})")
-        for col in ("id", "observation", "action"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            table.add_row(
-                r["id"], r.get("observation", f"[red]{r.get('error', '')}[/]"), r.get("action", "")
-            )
-        _console().print(table)
+        print_envs(rows)
     return 0
 
 
@@ -195,7 +167,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer.close(keep_process_group=finished and ctx.distributed)
     code = 128 + received[0] if received else 0
     if ctx.is_main:  # replicas of a torchrun job: rank 0 reports for all
-        _print_results(result)
+        from mtrl.cli_tables import print_train_results
+
+        print_train_results(result)
         if received and result.run_dir is not None:
             print(f"checkpoint written; continue with: mtrl train --resume {result.run_dir}")
     if ctx.distributed:
@@ -224,39 +198,6 @@ def _relaunch_with_torchrun(nproc: int) -> int:
     ]
     print("launching:", " ".join(cmd[1:]), flush=True)
     return subprocess.call(cmd)
-
-
-def _print_results(result: Any) -> None:
-    from rich.table import Table
-
-    greedy = result.greedy_episodes > 0
-    table = Table(
-        title=f"{result.env_steps:,} env steps, {result.updates} updates, "
-        f"{result.seconds:.0f} s ({result.env_steps / result.seconds:,.0f} steps/s)",
-        caption=f"greedy eval: {result.greedy_episodes} episodes per task, greedy actions of "
-        "the final agent, eval seeds; solved: both returns at target"
-        if greedy
-        else None,
-    )
-    columns = ["task", "env steps", "episodes", "mean return (last 20)"]
-    columns += ["greedy eval"] if greedy else []
-    for col in [*columns, "normalised", "target"]:
-        table.add_column(col)
-    fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
-    for t in result.tasks:
-        mark = {True: " [green]solved[/]", False: "", None: ""}[t.solved]
-        returns = [fmt(t.mean_return, ".1f")] + ([fmt(t.greedy_eval, ".1f")] if greedy else [])
-        table.add_row(
-            t.name,
-            f"{t.env_steps:,}",
-            str(t.episodes),
-            *returns,
-            fmt(t.normalized_score, ".2f"),
-            fmt(t.target_score, "g") + mark,
-        )
-    _console().print(table)
-    if result.run_dir:
-        print(f"run directory: {result.run_dir}")
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -318,23 +259,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return 0
-    from rich.table import Table
+    from mtrl.cli_tables import print_eval
 
-    steps = f"{ckpt.env_steps:,} env steps" if ckpt.env_steps is not None else "?"
-    table = Table(title=f"{ckpt.path} ({steps})")
-    for col in ("task", "mode", "episodes", "return (mean ± std)", "normalised", "length"):
-        table.add_column(col, justify="left" if col in ("task", "mode") else "right")
-    for r in results:
-        norm = "-" if r.normalized_score is None else f"{r.normalized_score:.2f}"
-        table.add_row(
-            r.task,
-            r.mode,
-            str(r.episodes),
-            f"{r.mean_return:.1f} ± {r.std_return:.1f}",
-            norm,
-            f"{r.mean_length:.0f}",
-        )
-    _console().print(table)
+    print_eval(ckpt, results)
     return 0
 
 

@@ -260,11 +260,12 @@ def test_a_failed_training_is_reported_not_fatal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import learning
+    import learning_runs
 
     def failing(*args: str) -> list[str]:
         return [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"]
 
-    monkeypatch.setattr(learning, "_mtrl", failing)
+    monkeypatch.setattr(learning_runs, "_mtrl", failing)
     config = tmp_path / "tiny.yaml"
     config.write_text(json.dumps(BASE))
     argv = [str(config), "--seed-list=4", f"--work-dir={tmp_path / 'w'}", "--reps=100"]

@@ -1,0 +1,114 @@
+"""The tables the ``mtrl`` command line prints (plugins, envs, training results, evaluation).
+
+Output formatting only: each function takes what a subcommand of :mod:`mtrl.cli` already
+computed and prints it as a rich table; none decides anything. Kept apart from the command's
+wiring so that ``--json`` output and ``--version`` never import rich (:mod:`mtrl.cli` imports
+this module only when it prints a table).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from mtrl.evaluate import EvalCheckpoint, EvalResult
+    from mtrl.plugins.manager import PluginInfo
+    from mtrl.progress import TrainResult
+
+STATUS_COLOUR = {"ok": "green", "error": "red", "unavailable": "yellow", "disabled": "dim"}
+
+
+def console() -> Console:
+    """A console for the tables; wide enough for env spaces when piped (rich assumes 80
+    columns without a terminal)."""
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+
+
+def print_plugins(infos: Iterable[PluginInfo]) -> None:
+    """``mtrl plugins``: one row per plugin, its status coloured, its load errors as notes."""
+    table = Table(title="mtrl plugins")
+    for col in ("name", "status", "version", "package", "hooks", "envs", "trackers", "notes"):
+        table.add_column(col, overflow="fold")
+    for i in infos:
+        table.add_row(
+            i.name,
+            f"[{STATUS_COLOUR[i.status]}]{i.status}[/]",
+            i.version or ("built-in" if i.builtin else "-"),
+            i.package or "-",
+            ", ".join(i.hooks) or "-",
+            str(len(i.envs)),
+            ", ".join(i.trackers) or "-",
+            "\n".join(i.errors),
+        )
+    console().print(table)
+
+
+def print_envs(rows: Sequence[dict[str, str]]) -> None:
+    """``mtrl envs``: id, observation and action space per env; an env that could not be built
+    shows its error in red instead of its spaces."""
+    table = Table(title=f"mtrl envs ({len(rows)})")
+    for col in ("id", "observation", "action"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["id"], r.get("observation", f"[red]{r.get('error', '')}[/]"), r.get("action", "")
+        )
+    console().print(table)
+
+
+def print_train_results(result: TrainResult) -> None:
+    """``mtrl train``'s final table: per task the env steps, episodes, recent mean return, the
+    greedy eval (when it ran), normalised score and target; then the run directory."""
+    greedy = result.greedy_episodes > 0
+    table = Table(
+        title=f"{result.env_steps:,} env steps, {result.updates} updates, "
+        f"{result.seconds:.0f} s ({result.env_steps / result.seconds:,.0f} steps/s)",
+        caption=f"greedy eval: {result.greedy_episodes} episodes per task, greedy actions of "
+        "the final agent, eval seeds; solved: both returns at target"
+        if greedy
+        else None,
+    )
+    columns = ["task", "env steps", "episodes", "mean return (last 20)"]
+    columns += ["greedy eval"] if greedy else []
+    for col in [*columns, "normalised", "target"]:
+        table.add_column(col)
+    fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
+    for t in result.tasks:
+        mark = {True: " [green]solved[/]", False: "", None: ""}[t.solved]
+        returns = [fmt(t.mean_return, ".1f")] + ([fmt(t.greedy_eval, ".1f")] if greedy else [])
+        table.add_row(
+            t.name,
+            f"{t.env_steps:,}",
+            str(t.episodes),
+            *returns,
+            fmt(t.normalized_score, ".2f"),
+            fmt(t.target_score, "g") + mark,
+        )
+    console().print(table)
+    if result.run_dir:
+        print(f"run directory: {result.run_dir}")
+
+
+def print_eval(ckpt: EvalCheckpoint, results: Iterable[EvalResult]) -> None:
+    """``mtrl eval``: per task and mode the episodes, mean ± std return, normalised score and
+    mean episode length, titled with the checkpoint and its env steps."""
+    steps = f"{ckpt.env_steps:,} env steps" if ckpt.env_steps is not None else "?"
+    table = Table(title=f"{ckpt.path} ({steps})")
+    for col in ("task", "mode", "episodes", "return (mean ± std)", "normalised", "length"):
+        table.add_column(col, justify="left" if col in ("task", "mode") else "right")
+    for r in results:
+        norm = "-" if r.normalized_score is None else f"{r.normalized_score:.2f}"
+        table.add_row(
+            r.task,
+            r.mode,
+            str(r.episodes),
+            f"{r.mean_return:.1f} ± {r.std_return:.1f}",
+            norm,
+            f"{r.mean_length:.0f}",
+        )
+    console().print(table)
