@@ -31,7 +31,7 @@ from mtrl.config import LearnerConfig
 from mtrl.learner import diagnostics, popart
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
-from mtrl.learner.distributions import DiagGaussian, GaussianHead
+from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.schedule import learning_rate
 from mtrl.learner.vtrace import vtrace
 
@@ -274,7 +274,7 @@ class Learner:
         """``learner/<task>/<figure>`` from per-task diagnostic sums and torso shares."""
         out: dict[str, float] = {}
         for i, name in enumerate(self.task_names):
-            gaussian = isinstance(self.model.policy_heads[i], GaussianHead)
+            gaussian = self.model.gaussian[i]
             for key, value in diagnostics.task_means(diag[i], gaussian).items():
                 out[f"learner/{name}/{key}"] = value
             if shares is not None and diag[i, 0] > 0:

@@ -24,7 +24,7 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.config.models import ModelConfig
-from mtrl.learner.distributions import PolicyDist, make_policy_head
+from mtrl.learner.distributions import GaussianHead, PolicyDist, make_policy_head
 from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder, make_mlp
 
 __all__ = ["MultiTaskModel", "TaskSpaces", "obs_to_tensor"]
@@ -86,6 +86,9 @@ class MultiTaskModel(nn.Module):
         self.torso = make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)
         self.policy_heads = nn.ModuleList(heads)
         self._masked = tuple(masked)
+        # Fixed at construction: a task-sharded replica replaces the heads it does not own.
+        self.gaussian = tuple(isinstance(h, GaussianHead) for h in heads)
+        """Per task: whether its policy is a Gaussian (``Box`` actions)."""
         self.value_weight = nn.Parameter(torch.empty(self.num_tasks, self.hidden_dim))
         self.value_bias = nn.Parameter(torch.zeros(self.num_tasks))
         with torch.no_grad():

@@ -115,4 +115,5 @@ def test_linear_schedule_anneals_to_the_final_fraction() -> None:
     assert learning_rate(cfg, 0.0) == pytest.approx(1e-3)
     assert learning_rate(cfg, 0.5) == pytest.approx(5.5e-4)
     assert learning_rate(cfg, 2.0) == pytest.approx(1e-4)
-    assert learning_rate(LearnerConfig(learning_rate=1e-3), 0.9) == pytest.approx(1e-3)
+    constant = LearnerConfig(learning_rate=1e-3, lr_schedule="constant")
+    assert learning_rate(constant, 0.9) == pytest.approx(1e-3)

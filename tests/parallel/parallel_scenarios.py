@@ -116,6 +116,9 @@ def assert_matches_single_process(result: dict[str, Any], ref: dict[str, Any]) -
     torch.testing.assert_close(result["nu"], ref["nu"], atol=1e-6, rtol=1e-6)
     assert len(result["metrics"]) == len(ref["metrics"])
     for got, want in zip(result["metrics"], ref["metrics"], strict=True):
+        # The torso-gradient share is measured by single-process learners only; every other
+        # figure, the per-task diagnostics included, is reduced over replicas and must match.
+        want = {k: v for k, v in want.items() if not k.endswith("/torso_grad_share")}
         assert got.keys() == want.keys()
         for key in want:
             assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-5), key
