@@ -131,8 +131,11 @@ def grad_shares(
     """Each loss's share ``‖g_k‖ / Σ_j ‖g_j‖`` of the gradient on ``params`` (the torso).
 
     The losses must share a graph that is still alive (it is kept for the caller's own
-    backward). A loss that does not reach ``params`` gets share 0; all zero if none does.
+    backward). A loss that does not reach ``params`` gets share 0; all zero if none does, or
+    if there are no ``params`` (a model without a shared torso).
     """
+    if not params:
+        return [0.0] * len(task_losses)
     norms = []
     for loss in task_losses:
         grads = torch.autograd.grad(loss, list(params), retain_graph=True, allow_unused=True)

@@ -205,9 +205,12 @@ class Learner:
 
     def _shares_due(self) -> bool:
         """Whether this update measures each task's share of the torso gradient (one extra
-        backward per task; single-process learners only, where the torso is whole)."""
+        backward per task; single-process learners only, where the torso is whole; not for a
+        model without torso parameters, ``torso: []``)."""
         every = self.cfg.diagnostics_every
-        return every > 0 and not self.distributed and self.version % every == 0
+        if every <= 0 or self.distributed or self.version % every:
+            return False
+        return any(q.requires_grad for q in self.model.torso.parameters())
 
     def _grad_shares(self, parts: list[dict[str, Any]]) -> list[float]:
         """Each task's share of the torso gradient in this update (0 for absent tasks)."""

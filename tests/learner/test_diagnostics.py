@@ -110,6 +110,17 @@ def test_learner_logs_every_task_and_windows_them() -> None:
     assert learner.pop_diagnostics() == {}  # a new, empty window
 
 
+def test_a_model_without_torso_parameters_skips_the_torso_share() -> None:
+    """``torso: []`` (heads straight on the encoders) has no torso gradient to share out."""
+    assert diagnostics.grad_shares([torch.tensor(1.0, requires_grad=True)], []) == [0.0]
+    obs = spaces.Box(-1, 1, (4,))
+    cfg = LearnerConfig(diagnostics_every=1, model={"torso": []})
+    learner = Learner(MultiTaskModel([TaskSpaces(obs, spaces.Discrete(2))], cfg.model), cfg, ["a"])
+    metrics = learner.update([_batch(0)])
+    assert math.isfinite(metrics["learner/a/entropy"])
+    assert "learner/a/torso_grad_share" not in metrics
+
+
 def test_linear_schedule_anneals_to_the_final_fraction() -> None:
     cfg = LearnerConfig(learning_rate=1e-3, lr_schedule="linear", lr_final_fraction=0.1)
     assert learning_rate(cfg, 0.0) == pytest.approx(1e-3)

@@ -1,0 +1,128 @@
+"""Sample efficiency on CartPole-v1: env steps and seconds to a 475 mean return, over seeds.
+
+Stable-Baselines3 PPO out of the box (default MlpPolicy, 8 envs, torch's default threads) and
+mtrl tuned for samples rather than throughput (serial actors, 8 envs, one unroll of each per
+update, lr 1e-3; the benchmark's matched 4,675-parameter network) take turns, seed by seed,
+each in its own venv's python through the same drivers as ``run.py``. A run stops after
+``--seconds`` of training; "reached" is the first time the mean of the last 20 episodes is at
+least 475, in env steps and in seconds since the first unroll.
+
+Usage: ``.venv/bin/python benchmarks/peers/sample_efficiency.py [--seeds 5] [--seconds 40]``.
+Writes ``docs/results/peers_sample_efficiency.json``. Target: mtrl's median steps to 475 no
+more than SB3's (about 180k here), and its median seconds to 475 fewer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from _common import machine, write_result  # noqa: E402
+from run import run_one  # noqa: E402
+from venvs import ensure  # noqa: E402
+
+print = functools.partial(print, flush=True)
+
+#: name -> (peer, driver arguments, what it is)
+SIDES: dict[str, tuple[str, list[str], str]] = {
+    "sb3_ppo_default": (
+        "sb3",
+        ["--envs", "8", "--net", "default", "--threads", "0"],
+        "SB3 PPO out of the box: default MlpPolicy (separate 64-64 pi and vf), 8 envs, "
+        "n_steps 128, batch 256, 4 epochs, torch's default threads",
+    ),
+    "mtrl_serial_8": (
+        "mtrl",
+        ["--mode", "serial", "--envs", "8", "--batch", "8", "--lr", "0.001"],
+        "mtrl serial, 8 envs, unroll 20, batch 8 unrolls (160 steps/update), lr 1e-3, "
+        "shared tanh MLP 4-64-64 (4,675 params)",
+    ),
+}
+
+
+def spread(values: list[float]) -> dict[str, float] | None:
+    """Median, min and max (None for no values)."""
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per side: how many seeds reached 475, and steps and seconds to it over those seeds."""
+    hit = [r["solved_at"] for r in runs if r.get("solved_at")]
+    return {
+        "seeds": len(runs),
+        "reached": len(hit),
+        "steps_to_475": spread([h["env_steps"] for h in hit]),
+        "seconds_to_475": spread([h["seconds"] for h in hit]),
+        "final_mean_return": spread([r["mean_return"] for r in runs if r.get("mean_return")]),
+    }
+
+
+def _fmt(s: dict[str, float] | None, scale: float = 1.0, unit: str = "", f: str = ",.0f") -> str:
+    if s is None:
+        return "—"
+    med, lo, hi = (format(s[k] / scale, f) for k in ("median", "min", "max"))
+    return f"{med}{unit} [{lo}, {hi}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=40.0, help="training seconds per run")
+    ap.add_argument("--no-write", action="store_true", help="do not write docs/results")
+    a = ap.parse_args()
+    ensure("sb3")
+    out: dict[str, Any] = {
+        "machine": machine(),
+        "env": "CartPole-v1 (gymnasium)",
+        "seconds_per_run": a.seconds,
+        "sides": {k: v[2] for k, v in SIDES.items()},
+        "runs": {k: [] for k in SIDES},
+    }
+    t0 = time.perf_counter()
+    for seed in range(a.seeds):
+        for name, (peer, args, _) in SIDES.items():
+            load = os.getloadavg()[0]
+            r = run_one(peer, [*args, "--seed", str(seed)], 0.0, a.seconds)
+            r.update(seed=seed, load_avg_1min_before=load)
+            out["runs"][name].append(r)
+            s = r.get("solved_at")
+            got = f"{s['env_steps'] / 1e3:,.0f}k steps, {s['seconds']:.1f} s" if s else "—"
+            print(f"{name} seed {seed}: 475 at {got}; end {r.get('mean_return')} (load {load:.1f})")
+    out["total_wall_s"] = time.perf_counter() - t0
+    out["summary"] = {k: summarise(v) for k, v in out["runs"].items()}
+    sb3, mine = out["summary"]["sb3_ppo_default"], out["summary"]["mtrl_serial_8"]
+    both = sb3["steps_to_475"] and mine["steps_to_475"]
+    out["targets"] = {
+        "mtrl_steps_at_most_sb3": bool(
+            both and mine["steps_to_475"]["median"] <= sb3["steps_to_475"]["median"]
+        ),
+        "mtrl_seconds_fewer": bool(
+            both and mine["seconds_to_475"]["median"] < sb3["seconds_to_475"]["median"]
+        ),
+        "mtrl_reached_every_seed": mine["reached"] == mine["seeds"],
+    }
+    print("\n| side | reached 475 | env steps to 475 (median [min, max]) | seconds to 475 |")
+    print("|---|---:|---|---|")
+    for name, s in out["summary"].items():
+        print(
+            f"| {name} | {s['reached']}/{s['seeds']} | {_fmt(s['steps_to_475'], 1e3, 'k')} | "
+            f"{_fmt(s['seconds_to_475'], f='.1f')} s |"
+        )
+    print(f"targets: {out['targets']}; {out['total_wall_s']:.0f} s in all")
+    if not a.no_write:
+        print(f"written to {write_result('peers_sample_efficiency', out)}")
+
+
+if __name__ == "__main__":
+    main()

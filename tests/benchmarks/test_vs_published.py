@@ -1,0 +1,71 @@
+"""benchmarks/vs_published.py: mtrl's learning figures beside published per-game scores."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import vs_published as vp  # noqa: E402
+
+
+def _summary(final: float) -> dict[str, Any]:
+    stat = {"median": final, "min": final - 1, "max": final + 1, "n": 2}
+    return {"final": stat, "greedy": stat, "stochastic": stat}
+
+
+LEARNING: dict[str, Any] = {
+    "name": "toy",
+    "summary": {
+        "minatar/breakout": _summary(12.0),
+        "minatar/freeway": _summary(40.0),
+        "gymnasium/CartPole-v1": _summary(500.0),
+    },
+    "runs": [
+        {
+            "tasks": {
+                "minatar/breakout": {"env_steps": 5e6},
+                "minatar/freeway": {"env_steps": 4e6},
+                "gymnasium/CartPole-v1": {"env_steps": 1e5},
+            }
+        },
+        {"error": "mtrl train exited with 1", "tasks": {}},
+    ],
+}
+PUBLISHED: dict[str, Any] = {
+    "sources": {
+        "a": {"label": "A", "scores": {"breakout": 10, "freeway": 50}},
+        "b": {"label": "B", "scores": {"breakout": 17.5}},
+    }
+}
+
+
+def test_counts_games_at_or_above_each_source_and_skips_unpublished_tasks() -> None:
+    result = vp.compare(LEARNING, PUBLISHED)
+    assert set(result["games"]) == {"breakout", "freeway"}
+    assert result["wins"] == {
+        "a": {"at_or_above": 1, "games": 2},
+        "b": {"at_or_above": 0, "games": 1},
+    }
+    assert result["games"]["breakout"]["env_steps_max"] == 5e6
+    assert result["games"]["freeway"]["published"]["a"] == {"score": 50, "at_or_above": False}
+
+
+def test_ties_count_as_at_or_above() -> None:
+    tie = {**LEARNING, "summary": {"minatar/breakout": _summary(10.0)}}
+    assert vp.compare(tie, PUBLISHED)["wins"]["a"]["at_or_above"] == 1
+
+
+def test_table_and_the_shipped_published_file() -> None:
+    published = yaml.safe_load((BENCH / "published" / "minatar.yaml").read_text())
+    games = {"asterix", "breakout", "freeway", "seaquest", "space_invaders"}
+    for key, src in published["sources"].items():
+        assert set(src["scores"]) <= games, key
+        assert src["cite"] and src["frames"] > 0, key
+    table = vp.markdown(vp.compare(LEARNING, published), published["sources"])
+    assert "| breakout | 12 [11, 13] |" in table
+    assert table.splitlines()[-1].startswith("| mtrl at or above |")
