@@ -100,14 +100,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
-    """Build one copy of every task's env with its kwargs, so bad kwargs surface now."""
+    """Build one copy of every task's env with its kwargs and check that the learner can train
+    on its spaces (the encoders and heads ``train`` builds), so bad kwargs and unsupported
+    spaces surface now; each problem names the task's line in the config."""
+    from mtrl.config.lines import config_location
+    from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
+
     problems = []
     for i, task in enumerate(cfg.tasks):
         try:
-            plugins.envs.get(task.env).build(num_envs=1, seed=0, **task.env_kwargs).close()
+            env = plugins.envs.get(task.env).build(num_envs=1, seed=0, **task.env_kwargs)
         except Exception as e:
             msg = f"{type(e).__name__}: {e}".splitlines()[0]
-            problems.append(f"{path}: tasks[{i}].env_kwargs: cannot build {task.env}: {msg}")
+            where = config_location(path, ("tasks", i, "env_kwargs"))
+            problems.append(f"{where}: tasks[{i}].env_kwargs: cannot build {task.env}: {msg}")
+            continue
+        try:
+            spaces = env.single_observation_space, env.single_action_space
+            check_trainable(*spaces, cfg.learner.model)
+        except UnsupportedSpaceError as e:
+            where = config_location(path, ("tasks", i, "env"))
+            problems.append(f"{where}: tasks[{i}].env: {task.env}: {e.path}: {e.reason}")
+        finally:
+            env.close()
     if problems:
         raise UserError("\n".join(problems), problems=problems)
 

@@ -7,6 +7,7 @@ import torch
 
 from mtrl.config import ExperimentConfig
 from mtrl.errors import EnvKwargsError, UserError
+from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
 from mtrl.plugins import BatchEnv, EnvSpec
 
 
@@ -22,16 +23,26 @@ def task_spaces(
     spec: EnvSpec, cfg: ExperimentConfig, i: int, env: BatchEnv | None
 ) -> tuple[gym.Space, gym.Space]:
     """Task ``i``'s (observation, action) spaces: from its env when one was built, else from
-    the spec (building one copy only when its kwargs may change the spaces)."""
+    the spec (building one copy only when its kwargs may change the spaces).
+
+    Raises :class:`UserError` naming the task, its env id and the part of the space when the
+    learner cannot train on them (:func:`mtrl.learner.trainable.check_trainable`).
+    """
     if env is not None:
-        return env.single_observation_space, env.single_action_space
-    if not cfg.tasks[i].env_kwargs:
-        return spec.observation_space, spec.action_space
-    probe = build_env(spec, cfg, i, 1, cfg.task_seed(i))
+        found = env.single_observation_space, env.single_action_space
+    elif not cfg.tasks[i].env_kwargs:
+        found = spec.observation_space, spec.action_space
+    else:
+        probe = build_env(spec, cfg, i, 1, cfg.task_seed(i))
+        try:
+            found = probe.single_observation_space, probe.single_action_space
+        finally:
+            probe.close()
     try:
-        return probe.single_observation_space, probe.single_action_space
-    finally:
-        probe.close()
+        check_trainable(*found, cfg.learner.model)
+    except UnsupportedSpaceError as e:
+        raise UserError(f"tasks[{i}].env: {cfg.tasks[i].env}: {e.path}: {e.reason}") from e
+    return found
 
 
 def build_anakin_env(

@@ -56,14 +56,21 @@ def _check_finite(obs: Any, reward: np.ndarray | None, what: str) -> None:
 
 
 def _leaves(obs: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """(path, array) of every leaf of a (nested) dict observation; ``("", obs)`` for an array."""
+    """(path, array) of every leaf of a (nested) dict or tuple observation; ``("", obs)`` for
+    an array (a tuple's elements are named ``0``, ``1``, ...)."""
+    if isinstance(obs, tuple):
+        obs = {str(i): v for i, v in enumerate(obs)}
     if not isinstance(obs, dict):
         return [(prefix, obs)]
     return [leaf for k, v in obs.items() for leaf in _leaves(v, f"{prefix}/{k}" if prefix else k)]
 
 
 def _map(obs: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
-    return {k: _map(v, fn) for k, v in obs.items()} if isinstance(obs, dict) else fn(obs)
+    if isinstance(obs, dict):
+        return {k: _map(v, fn) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_map(v, fn) for v in obs)
+    return fn(obs)
 
 
 def _steps(obs: Any) -> Any:

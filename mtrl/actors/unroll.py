@@ -39,12 +39,17 @@ def _obs_fields(space: gym.Space, name: str, lead: tuple[int, ...], out: dict) -
         for k, s in space.spaces.items():
             _obs_fields(s, f"{name}/{k}", lead, out)
         return
+    if isinstance(space, spaces.Tuple):  # carried as a dict keyed "0", "1", ...
+        for k, s in enumerate(space.spaces):
+            _obs_fields(s, f"{name}/{k}", lead, out)
+        return
     shape = () if isinstance(space, spaces.Discrete) else tuple(space.shape)
     out[name] = ((*lead, *shape), np.dtype(space.dtype))
 
 
 def unroll_fields(T: int, N: int, obs_space: gym.Space, action_space: gym.Space) -> dict:
-    """Name → (shape, dtype) of every array of one unroll; Dict observations nest by ``/``."""
+    """Name → (shape, dtype) of every array of one unroll; Dict and Tuple observations nest by
+    ``/`` (a Tuple's elements are named ``0``, ``1``, ...)."""
     fields: dict[str, FieldSpec] = {}
     _obs_fields(obs_space, "obs", (T + 1, N), fields)
     shape, dtype = raw_action_layout(action_space)

@@ -180,6 +180,12 @@ class ModelConfig(_Model):
     """For bounded continuous actions (squashed into ``[low, high]`` with tanh), the entropy
     bonus is that of the action the env receives, which keeps the Gaussian's mean out of the
     flat ends of the squash (mtrl/learner/distributions.py says why); off: the raw Gaussian's."""
+    log_std_step_scale: PositiveFloat = 1.0
+    """How many times faster than the network's weights a Gaussian head's state-independent
+    log-std moves under Adam/RMSprop (it is stored divided by this). At 1 it moves at most ~lr
+    per update, too slow to narrow the policy in an IMPALA run: 10 lifts InvertedPendulum's
+    training return to target in the quickstart (docs/BENCHMARKS.md, "The log-std step"), but
+    is not the default because breakout lost ground beside it there."""
 
 
 class ParallelConfig(_Model):

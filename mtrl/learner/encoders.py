@@ -13,17 +13,25 @@ Box, 1 dim (or other ranks)     flatten → MLP with one hidden layer of ``encod
 Box, 3 dims ``(C, H, W)``       scale integer frames by the space's ``high``; Nature-DQN CNN
                                 (Mnih et al. 2015) if H, W ≥ 36, else one 3x3 conv with 16
                                 channels (MinAtar, Young & Tian 2019); Linear → encoder_dim.
-                                ``(H, W, C)`` with C ≤ 4 < H is transposed.
+                                ``(H, W, C)`` is transposed: C ≤ 4 < H, or C ≤ 4 and
+                                read as ``(C, H, W)`` the image is under 3x3.
 Discrete                        one-hot → MLP
 MultiBinary / MultiDiscrete     flatten / concatenated one-hots → MLP
 Dict                            one encoder per key (not ``action_mask``), concat → Linear
+Tuple                           one encoder per element, concat → Linear (as Dict)
 ==============================  ===========================================================
+
+Any other space (Text, Graph, Sequence, OneOf, ...) raises :class:`UnsupportedSpaceError`
+naming the part of the observation, e.g. ``obs['text']``, so checks can report it before a run.
+A Tuple observation is carried as a ``dict`` keyed ``"0"``, ``"1"``, ... (one array per
+element, exactly like Dict parts); its encoder also takes a tuple or list.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -32,11 +40,40 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.config.models import ModelConfig
+from mtrl.errors import UserError
 
-__all__ = ["ACTION_MASK_KEY", "activation", "make_encoder", "make_mlp", "ortho_init"]
+__all__ = [
+    "ACTION_MASK_KEY",
+    "SUPPORTED_OBSERVATION_SPACES",
+    "UnsupportedSpaceError",
+    "activation",
+    "make_encoder",
+    "make_mlp",
+    "ortho_init",
+]
 
 ACTION_MASK_KEY = "action_mask"
 """Key of a Dict observation holding the legal-action mask (1 = legal); not encoded."""
+
+SUPPORTED_OBSERVATION_SPACES = (
+    "Box (vector, or image (C, H, W) / (H, W, C)), Discrete, MultiDiscrete, MultiBinary, "
+    "and Dict or Tuple of these"
+)
+"""What :func:`make_encoder` can encode, for error messages and docs."""
+
+
+class UnsupportedSpaceError(UserError, TypeError):
+    """A space, or a part of one, the learner cannot train on.
+
+    ``path`` names the part (``obs``, ``obs['text']``, ``obs[1]``, ``action``) and ``reason``
+    says what is wrong with it; ``str()`` is ``"<what>: <path>: <reason>"``.
+    """
+
+    def __init__(self, path: str, reason: str, what: str = "") -> None:
+        super().__init__(f"{what}: {path}: {reason}" if what else f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
 
@@ -138,11 +175,19 @@ def _conv_out(size: int, kernel: int, stride: int) -> int:
     return (size - kernel) // stride + 1
 
 
+def _channels_last(shape: tuple[int, ...]) -> bool:
+    """Whether a 3-dim image is ``(H, W, C)``: its last dim is at most 4 and either its first
+    is more than 4 (``(84, 84, 3)``) or reading it as ``(C, H, W)`` would leave H or W below the
+    smallest conv's 3 while ``(H, W, C)`` does not (a ``(3, 3, 2)`` tic-tac-toe board)."""
+    c, h, w = (int(d) for d in shape)
+    return w <= 4 and (c > 4 or min(h, w) < 3 <= min(c, h))
+
+
 class _ImageEncoder(_Leaf):
-    def __init__(self, space: spaces.Box, what: str, cfg: ModelConfig) -> None:
+    def __init__(self, space: spaces.Box, what: str, cfg: ModelConfig, path: str = "obs") -> None:
         super().__init__(space.shape, what)
         c, h, w = space.shape
-        self.channels_last = c > 4 >= w
+        self.channels_last = _channels_last(space.shape)
         if self.channels_last:
             h, w, c = space.shape
         self.scale = _Scale(space, flatten=False)
@@ -156,7 +201,11 @@ class _ImageEncoder(_Leaf):
             layers += [ortho_init(nn.Conv2d(c, out_ch, kernel, stride)), activation(act)]
             c, h, w = out_ch, _conv_out(h, kernel, stride), _conv_out(w, kernel, stride)
         if min(h, w) < 1:
-            raise ValueError(f"{what}: image {space.shape} is too small for a 3x3 conv")
+            raise UnsupportedSpaceError(
+                path,
+                f"image {space.shape} is too small for a 3x3 conv (H and W must be at least 3)",
+                what,
+            )
         self.conv = nn.Sequential(*layers, nn.Flatten())
         self.out = nn.Sequential(ortho_init(nn.Linear(c * h * w, cfg.encoder_dim)), activation(act))
 
@@ -185,17 +234,18 @@ class _OneHot(nn.Module):
 
 
 class _DictEncoder(nn.Module):
-    def __init__(self, space: spaces.Dict, what: str, cfg: ModelConfig) -> None:
+    """One encoder per part (``parts`` keyed by name), features concatenated → Linear."""
+
+    def __init__(
+        self, parts: dict[str, gym.Space], what: str, cfg: ModelConfig, paths: dict[str, str]
+    ) -> None:
         super().__init__()
-        keys = [k for k in space.spaces if k != ACTION_MASK_KEY]
-        if not keys:
-            raise ValueError(f"{what}: Dict observation has nothing to encode besides the mask")
-        self.keys = keys
+        self.keys = list(parts)
         self.parts = nn.ModuleDict(
-            {k: make_encoder(space.spaces[k], cfg, f"{what}[{k!r}]") for k in keys}
+            {k: make_encoder(parts[k], cfg, f"{what}[{k!r}]", paths[k]) for k in self.keys}
         )
         self.out = nn.Sequential(
-            ortho_init(nn.Linear(len(keys) * cfg.encoder_dim, cfg.encoder_dim)),
+            ortho_init(nn.Linear(len(self.keys) * cfg.encoder_dim, cfg.encoder_dim)),
             activation(cfg.activation),
         )
         self.what = what
@@ -209,16 +259,49 @@ class _DictEncoder(nn.Module):
         return self.out(torch.cat([self.parts[k](obs[k]) for k in self.keys], dim=-1))
 
 
-def make_encoder(space: gym.Space, cfg: ModelConfig, what: str = "encoder") -> nn.Module:
+class _TupleEncoder(_DictEncoder):
+    """A Tuple observation: element ``i`` is part ``"i"`` (a dict, tuple or list goes in)."""
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        if isinstance(obs, tuple | list):
+            if len(obs) != len(self.keys):
+                raise ValueError(
+                    f"{self.what}: Tuple observation has {len(obs)} elements, expected "
+                    f"{len(self.keys)}"
+                )
+            obs = {str(i): x for i, x in enumerate(obs)}
+        return super().forward(obs)
+
+
+def _space_kind(space: gym.Space) -> str:
+    return type(space).__name__
+
+
+def make_encoder(
+    space: gym.Space, cfg: ModelConfig, what: str = "encoder", path: str = "obs"
+) -> nn.Module:
     """The encoder of one observation space: ``[*B, *obs_shape]`` → ``[*B, encoder_dim]``.
 
-    ``what`` names the encoder in error messages (e.g. ``task 2 'pong'``).
+    ``what`` names the encoder in error messages (e.g. ``task 2 'pong'``); ``path`` names the
+    part of the observation being encoded (``obs``, ``obs['text']``, ``obs[1]``). A space with
+    no encoder raises :class:`UnsupportedSpaceError` carrying that path.
     """
     if isinstance(space, spaces.Dict):
-        return _DictEncoder(space, what, cfg)
+        keys = [k for k in space.spaces if k != ACTION_MASK_KEY]
+        if not keys:
+            raise UnsupportedSpaceError(
+                path, f"Dict observation has nothing to encode besides {ACTION_MASK_KEY!r}", what
+            )
+        parts = {k: space.spaces[k] for k in keys}
+        return _DictEncoder(parts, what, cfg, {k: f"{path}[{k!r}]" for k in keys})
+    if isinstance(space, spaces.Tuple):
+        if not space.spaces:
+            raise UnsupportedSpaceError(path, "Tuple observation has no elements", what)
+        parts = {str(i): s for i, s in enumerate(space.spaces)}
+        return _TupleEncoder(parts, what, cfg, {str(i): f"{path}[{i}]" for i in range(len(parts))})
     if isinstance(space, spaces.Box):
         if len(space.shape) == 3:
-            return _ImageEncoder(space, what, cfg)
+            return _ImageEncoder(space, what, cfg, path)
         size = int(np.prod(space.shape))
         return _Features(space.shape, what, size, cfg, _Scale(space, flatten=True))
     if isinstance(space, spaces.Discrete):
@@ -229,7 +312,8 @@ def make_encoder(space: gym.Space, cfg: ModelConfig, what: str = "encoder") -> n
         return _Features(space.shape, what, hot.size, cfg, hot)
     if isinstance(space, spaces.MultiBinary):
         return _Features(space.shape, what, int(np.prod(space.shape)), cfg)
-    raise TypeError(
-        f"{what}: no encoder for observation space {space!r}; supported: Box, Discrete, "
-        "MultiDiscrete, MultiBinary and Dict of these"
+    raise UnsupportedSpaceError(
+        path,
+        f"{_space_kind(space)} spaces are not supported; supported: {SUPPORTED_OBSERVATION_SPACES}",
+        what,
     )

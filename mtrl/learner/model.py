@@ -9,7 +9,9 @@ rescales those two parameters in place of a per-task ``nn.Linear``. The torso is
 Observations go in as the env produced them, converted with :func:`obs_to_tensor`
 (``torch.as_tensor``, no casting: ``uint8`` frames stay ``uint8`` until they reach the
 device); a Dict observation is a ``dict`` of tensors with the same leading batch shape, whose
-``action_mask`` entry (1 = legal), if the space has one, masks the policy.
+``action_mask`` entry (1 = legal), if the space has one, masks the policy; a Tuple observation
+is a ``dict`` keyed ``"0"``, ``"1"``, ... (:func:`obs_to_tensor` converts a tuple). Which
+spaces a model can be built for is checked up front by :mod:`mtrl.learner.trainable`.
 """
 
 from __future__ import annotations
@@ -41,12 +43,15 @@ class TaskSpaces:
 
 
 def obs_to_tensor(obs: Any, device: torch.device | str | None = None) -> Obs:
-    """Batched numpy observations (array or dict of arrays) → tensors on ``device``.
+    """Batched numpy observations (array, dict or tuple of arrays) → tensors on ``device``.
 
-    Keeps the dtype (``torch.as_tensor``), so casting and scaling happen on the device.
+    Keeps the dtype (``torch.as_tensor``), so casting and scaling happen on the device. A tuple
+    (a Tuple observation) becomes a dict keyed ``"0"``, ``"1"``, ..., the form unrolls carry.
     """
     if isinstance(obs, Mapping):
         return {k: obs_to_tensor(v, device) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return {str(i): obs_to_tensor(v, device) for i, v in enumerate(obs)}
     return torch.as_tensor(obs, device=device)
 
 
@@ -69,7 +74,11 @@ class MultiTaskModel(nn.Module):
             what = f"task {i}"
             encoders.append(make_encoder(task.observation_space, cfg, f"{what} encoder"))
             head = make_policy_head(
-                task.action_space, self.hidden_dim, f"{what} policy head", cfg.squashed_entropy
+                task.action_space,
+                self.hidden_dim,
+                f"{what} policy head",
+                cfg.squashed_entropy,
+                cfg.log_std_step_scale,
             )
             has_mask = (
                 isinstance(task.observation_space, spaces.Dict)

@@ -56,16 +56,23 @@ def batch_len(batch: Any) -> int:
 
 
 def write_item(batch: Any, i: int, value: Any) -> None:
-    """``batch[i] = value`` for array or dict batches (copies into a preallocated row)."""
+    """``batch[i] = value`` for array or (nested) dict batches (copies into a preallocated row).
+
+    A tuple ``value`` (a Tuple observation) goes into a dict batch keyed ``"0"``, ``"1"``, ...,
+    the form unrolls carry Tuple observations in.
+    """
     if isinstance(batch, dict):
         for k, b in batch.items():
-            b[i] = value[k]
+            write_item(b, i, value[int(k)] if isinstance(value, tuple | list) else value[k])
     else:
         batch[i] = value
 
 
 def copy_batch(batch: Any) -> Any:
-    """A copy of an array or dict batch, so a caller may keep it while the source is reused."""
+    """A copy of an array, dict or tuple batch, so a caller may keep it while the source is
+    reused."""
     if isinstance(batch, dict):
-        return {k: b.copy() for k, b in batch.items()}
+        return {k: copy_batch(b) for k, b in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(copy_batch(b) for b in batch)
     return batch.copy()

@@ -4,16 +4,19 @@ Checks, in order (each failure raises :class:`ConformanceError` naming the env a
 
 1. ``build``: ``make`` returns a BatchEnv of the requested size whose single spaces equal the
    spaces the plugin declared;
-2. ``spaces``: every observation of ``reset`` and ``step`` is in the observation space with the
+2. ``trainable``: the learner can train on those spaces: the task's encoders and policy head
+   are built by the same code ``mtrl train`` uses (:mod:`mtrl.learner.trainable`) and run once;
+   a failure names the part of the space, e.g. ``obs['text']: Text spaces are not supported``;
+3. ``spaces``: every observation of ``reset`` and ``step`` is in the observation space with the
    right batch shape and dtype; rewards are finite float32 ``(N,)``, flags bool ``(N,)``;
-3. ``auto-reset``: a step after ``terminated or truncated`` returns reward 0 and both flags false
+4. ``auto-reset``: a step after ``terminated or truncated`` returns reward 0 and both flags false
    (next-step rule), and the run must see at least one episode end (``require_episode_end``);
-4. ``seeding``: two envs made with the same seed and fed the same actions agree exactly, and
+5. ``seeding``: two envs made with the same seed and fed the same actions agree exactly, and
    copies seeded differently do not all start identically in a stochastic-reset env (not
    asserted: some games have one start state);
-5. ``spawn``: a spawned process that rebuilds the registry from entry points produces the same
+6. ``spawn``: a spawned process that rebuilds the registry from entry points produces the same
    trajectory (skipped for envs registered in-process only);
-6. ``close``: closing twice is harmless.
+7. ``close``: closing twice is harmless.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing as mp
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -43,7 +46,7 @@ class ConformanceReport:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _fail(env_id: str, rule: str, msg: str) -> None:
+def _fail(env_id: str, rule: str, msg: str) -> NoReturn:
     raise ConformanceError(f"{env_id}: [{rule}] {msg}")
 
 
@@ -59,14 +62,33 @@ def _to_numpy(x: Any) -> Any:
 
 def _check_obs(env_id: str, env: BatchEnv, obs: Any, where: str) -> None:
     obs = _to_numpy(obs)
-    if batch_len(obs) != env.num_envs:
-        _fail(env_id, "spaces", f"{where}: batch has {batch_len(obs)} rows, not {env.num_envs}")
+    try:
+        rows = batch_len(obs)
+        items = [batch_item(obs, i) for i in range(min(rows, env.num_envs))]
+    except (IndexError, KeyError, TypeError, StopIteration) as e:
+        _fail(
+            env_id,
+            "spaces",
+            f"{where}: cannot take one copy's observation from the batch ({type(e).__name__}: "
+            f"{e}); a batch must be an array with a leading num_envs axis, or a dict or tuple "
+            "of such arrays",
+        )
+    if rows != env.num_envs:
+        _fail(env_id, "spaces", f"{where}: batch has {rows} rows, not {env.num_envs}")
     space = env.single_observation_space
-    for i in range(env.num_envs):
-        item = batch_item(obs, i)
+    for i, item in enumerate(items):
         if not space.contains(item):
             desc = getattr(item, "dtype", type(item).__name__), getattr(item, "shape", "")
             _fail(env_id, "spaces", f"{where}: observation of copy {i} {desc} is not in {space}")
+
+
+def _check_trainable(env_id: str, env: BatchEnv) -> None:
+    from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable  # imports torch
+
+    try:
+        check_trainable(env.single_observation_space, env.single_action_space)
+    except UnsupportedSpaceError as e:
+        _fail(env_id, "trainable", f"{e.path}: {e.reason}")
 
 
 def _check_step(env_id: str, env: BatchEnv, out: Any, t: int) -> StepBatch:
@@ -181,6 +203,8 @@ def check_env(
                 f"declared action space {declared_act} != built {batch.single_action_space}",
             )
         report.checks.append("build")
+        _check_trainable(env_id, batch)
+        report.checks.append("trainable")
 
         rng = np.random.default_rng(seed)
         _check_obs(env_id, batch, batch.reset(), "reset")

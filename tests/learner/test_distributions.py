@@ -83,8 +83,7 @@ def test_gaussian_head_log_std_starts_at_zero_and_is_clamped():
     dist = head(torch.randn(5, 8))
     assert dist.sample().shape == (5, 2, 3)
     torch.testing.assert_close(dist.entropy(), torch.full((5,), 6 * 0.5 * (1 + np.log(2 * np.pi))))
-    with torch.no_grad():
-        head.log_std.fill_(50.0)
+    head.set_log_std(50.0)
     dist = head(torch.randn(5, 8))
     assert torch.all(dist.log_std == LOG_STD_MAX)
     assert torch.isfinite(dist.log_prob(torch.full((5, 2, 3), 1e6))).all()
@@ -174,8 +173,7 @@ def test_squashed_entropy_matches_monte_carlo_of_the_env_action():
     # H(a) for a = c + w·tanh(u), u ~ N(m, s): H(u) + log w + E[log(1 − tanh²u)].
     torch.manual_seed(0)
     head = make_policy_head(spaces.Box(np.array([-3.0, 0.0]), np.array([3.0, 10.0])), 4)
-    with torch.no_grad():
-        head.log_std.copy_(torch.tensor([0.3, -1.0]))
+    head.set_log_std(torch.tensor([0.3, -1.0]))
     dist = head(torch.randn(3, 4))
     u = dist.mean + dist.log_std.exp() * torch.randn(400_000, 3, 2)
     log_jac = torch.log1p(-(torch.tanh(u) ** 2)) + torch.log(torch.tensor([3.0, 5.0]))
@@ -210,3 +208,49 @@ def test_unbounded_dims_keep_the_gaussian_entropy():
     one = DiagGaussian(dist.mean[:, 1:2], dist.log_std[:, 1:2], 1, head.log_half_width[1:2])
     raw_one = DiagGaussian(dist.mean[:, 1:2], dist.log_std[:, 1:2], 1).entropy()
     torch.testing.assert_close(squash, (raw_one - one.entropy()).detach())  # ... by dim 1's term
+
+
+def _log_std_after_adam(step_scale: float, steps: int = 20, lr: float = 1e-3) -> torch.Tensor:
+    """The log-std after ``steps`` Adam updates that all ask for a narrower policy: actions
+    drawn near the mean, each made more likely."""
+    torch.manual_seed(0)
+    head = make_policy_head(spaces.Box(-1.0, 1.0, (2,)), 4, log_std_step_scale=step_scale)
+    opt = torch.optim.Adam(head.parameters(), lr=lr)
+    h = torch.randn(64, 4)
+    for _ in range(steps):
+        dist = head(h)
+        loss = -dist.log_prob(dist.mean.detach() + 0.1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return head.log_std.detach()
+
+
+def test_log_std_step_scale_makes_adam_move_the_log_std_that_much_faster():
+    """Adam moves a parameter ~lr per step whatever its gradient; the scale multiplies that
+    for the log-std (20 steps at lr 1e-3: ~0.02 unscaled, ~0.2 at scale 10)."""
+    slow, fast = _log_std_after_adam(1.0), _log_std_after_adam(10.0)
+    assert torch.all(slow < 0) and torch.all(fast < 0)  # both narrow the policy
+    torch.testing.assert_close(slow, torch.full((2,), -0.02), atol=2e-3, rtol=0)
+    torch.testing.assert_close(fast, 10 * slow, rtol=0.05, atol=0)
+
+
+def test_log_std_step_scale_leaves_the_distribution_alone():
+    h = torch.randn(7, 4)
+    a, b = (make_policy_head(spaces.Box(-2.0, 2.0, (3,)), 4, log_std_step_scale=k) for k in (1, 10))
+    b.load_state_dict(a.state_dict())  # same mean weights, log-std carried over by value
+    a.set_log_std(torch.tensor([0.2, -0.4, -1.5]))
+    b.set_log_std(torch.tensor([0.2, -0.4, -1.5]))
+    da, db = a(h), b(h)
+    x = torch.randn(7, 3)
+    torch.testing.assert_close(da.log_prob(x), db.log_prob(x))
+    torch.testing.assert_close(da.entropy(), db.entropy())
+
+
+def test_checkpoints_that_stored_the_log_std_itself_still_load():
+    head = make_policy_head(spaces.Box(-1.0, 1.0, (2,)), 4, log_std_step_scale=10.0)
+    old = {k: v for k, v in head.state_dict().items() if k != "log_std_param"}
+    old["log_std"] = torch.tensor([-0.5, -1.0])  # the layout before the step scale
+    head.load_state_dict(old)
+    torch.testing.assert_close(head.log_std.detach(), torch.tensor([-0.5, -1.0]))
+    assert set(head.state_dict()) == {"mean.weight", "mean.bias", "log_std_param"}
