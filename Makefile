@@ -7,7 +7,7 @@ BOOTSTRAP_INPUTS := pyproject.toml scripts/bootstrap.sh $(wildcard plugins_contr
 .PHONY: quickstart test lint bootstrap
 
 $(STAMP): $(BOOTSTRAP_INPUTS)
-	bash scripts/bootstrap.sh
+	MTRL_VENV=$(VENV) bash scripts/bootstrap.sh
 	touch $(STAMP)
 
 bootstrap: $(STAMP)

@@ -38,36 +38,42 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    """List env ids with their single-copy observation and action spaces."""
+    """List env ids with their single-copy observation and action spaces; ``--long`` adds each
+    env's description, random/reference scores, time limit and library notes."""
     from mtrl.plugins import get_plugins
-    from mtrl.plugins.describe import describe_space
+    from mtrl.plugins.describe import describe_env
 
     plugins = get_plugins()
     if args.plugin and args.plugin not in plugins.infos:
         raise UserError(
             f"--plugin: no plugin named {args.plugin!r}; installed: {', '.join(plugins.infos)}"
         )
+    if args.plugin and not plugins.envs.ids(args.plugin) and plugins.failure_note(args.plugin):
+        raise UserError(f"--plugin: {plugins.failure_note(args.plugin)}")
     specs = [s for s in plugins.envs if not args.plugin or s.plugin == args.plugin]
     if args.match:
         specs = [s for s in specs if args.match.lower() in s.id.lower()]
-    rows = []
-    for spec in specs:
-        row = {"id": spec.id, "plugin": spec.plugin}
-        if not args.ids_only:
-            try:
-                row["observation"] = describe_space(spec.observation_space)
-                row["action"] = describe_space(spec.action_space)
-            except Exception as e:  # one env that cannot build must not hide the others
-                row["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:160]
-        rows.append(row)
+    if args.ids_only:
+        rows = [{"id": s.id, "plugin": s.plugin} for s in specs]
+    else:  # an env that cannot build gets an "error", its warnings become "notes"
+        rows = [describe_env(s, long=args.long) for s in specs]
     if args.json:
         print(json.dumps(rows, indent=2))
     elif args.ids_only:
         print("\n".join(r["id"] for r in rows))
+    elif args.long:
+        from mtrl.cli_env_table import print_env_details
+
+        print_env_details(rows)
     else:
         from mtrl.cli_tables import print_envs
 
         print_envs(rows)
+        noted = sum("notes" in r for r in rows)
+        print(
+            "--long adds each env's description, random/reference scores and time limit"
+            + (f", and the notes of {noted} env(s)" if noted else "")
+        )
     return 0
 
 
@@ -86,6 +92,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 env_ids=ids,
                 scheduler_policies=plugins.schedulers.names(),
                 tracker_names=plugins.trackers.names(),
+                env_note=plugins.unknown_env_note,
             )
             if args.check_envs:
                 _check_envs(cfg, plugins, path)
@@ -132,6 +139,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     progress and a final per-task table. Ctrl-C or SIGTERM stops cleanly with a checkpoint."""
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
+    from mtrl.run_state import NothingToDo
     from mtrl.trainer import Trainer
 
     if args.nproc is not None and "WORLD_SIZE" not in os.environ:
@@ -143,7 +151,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         run_dir = Path(args.resume)
         if not run_dir.is_dir():
             raise UserError(f"{run_dir}: no such run directory")
-        trainer = Trainer.resume(run_dir, plugins, total_env_steps=args.total_env_steps)
+        try:
+            trainer = Trainer.resume(run_dir, plugins, total_env_steps=args.total_env_steps)
+        except NothingToDo as e:
+            print(e)
+            return 0
     else:
         if not args.config:
             raise UserError("give a CONFIG to train, or --resume RUN_DIR")
@@ -152,6 +164,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             env_ids=plugins.envs.ids(),
             scheduler_policies=plugins.schedulers.names(),
             tracker_names=plugins.trackers.names(),
+            env_note=plugins.unknown_env_note,
         )
         overrides: dict[str, Any] = {}
         if args.total_env_steps is not None:
@@ -301,6 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plugin", help="only envs of this plugin")
     p.add_argument("--match", help="only ids containing this text (case-insensitive)")
     p.add_argument("--ids-only", action="store_true", help="ids only (fast: builds no env)")
+    p.add_argument(
+        "-l",
+        "--long",
+        action="store_true",
+        help="also each env's description, random/reference scores, time limit and notes",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_envs)
 

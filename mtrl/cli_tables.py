@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -63,11 +64,19 @@ def print_envs(rows: Sequence[dict[str, str]]) -> None:
 
 def print_train_results(result: TrainResult) -> None:
     """``mtrl train``'s final table: per task the env steps, episodes, recent mean return, the
-    greedy eval (when it ran), normalised score and target; then the run directory."""
+    greedy eval (when it ran), normalised score and target; when any actor failed, each task's
+    fault count and last error (a task with no steps says so). Then the run directory.
+
+    Steps/s counts this session's steps only: a resumed run's earlier steps took earlier time.
+    """
     greedy = result.greedy_episodes > 0
+    faulty = any(t.faults or t.quarantined for t in result.tasks)
+    steps = f"{result.env_steps:,} env steps"
+    if result.start_env_steps:
+        steps += f" ({result.session_env_steps:,} this session)"
     table = Table(
-        title=f"{result.env_steps:,} env steps, {result.updates} updates, "
-        f"{result.seconds:.0f} s ({result.env_steps / result.seconds:,.0f} steps/s)",
+        title=f"{steps}, {result.updates} updates, "
+        f"{result.seconds:.0f} s ({result.steps_per_s:,.0f} steps/s)",
         caption=f"greedy eval: {result.greedy_episodes} episodes per task, greedy actions of "
         "the final agent, eval seeds; solved: both returns at target"
         if greedy
@@ -75,23 +84,35 @@ def print_train_results(result: TrainResult) -> None:
     )
     columns = ["task", "env steps", "episodes", "mean return (last 20)"]
     columns += ["greedy eval"] if greedy else []
-    for col in [*columns, "normalised", "target"]:
-        table.add_column(col)
+    columns += ["normalised", "target"]
+    columns += ["faults", "last error"] if faulty else []
+    for col in columns:
+        table.add_column(col, overflow="fold")
     fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
     for t in result.tasks:
         mark = {True: " [green]solved[/]", False: "", None: ""}[t.solved]
         returns = [fmt(t.mean_return, ".1f")] + ([fmt(t.greedy_eval, ".1f")] if greedy else [])
-        table.add_row(
+        cells = [
             t.name,
-            f"{t.env_steps:,}",
+            f"{t.env_steps:,}" if t.env_steps else "[yellow]0 (no steps)[/]",
             str(t.episodes),
             *returns,
             fmt(t.normalized_score, ".2f"),
             fmt(t.target_score, "g") + mark,
-        )
+        ]
+        if faulty:
+            count = f"{t.faults}" + (" [red]quarantined[/]" if t.quarantined else "")
+            cells += [count, escape(_shorten(t.last_error, 200)) if t.last_error else "-"]
+        table.add_row(*cells)
     console().print(table)
     if result.run_dir:
         print(f"run directory: {result.run_dir}")
+
+
+def _shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def print_eval(ckpt: EvalCheckpoint, results: Iterable[EvalResult]) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from mtrl.actors.faults import TaskFaults
     from mtrl.config.models import TaskConfig
     from mtrl.plugins import EnvSpec
 
@@ -29,6 +30,11 @@ class TaskResult:
     normalized_score: float | None
     target_score: float | None
     greedy_eval: float | None = None
+    faults: int = 0
+    """Actor failures of every kind (a task with none may still have made no steps)."""
+    last_error: str = ""
+    """The newest actor failure's message (or why the task was quarantined, if none)."""
+    quarantined: bool = False
 
     @property
     def solved(self) -> bool | None:
@@ -48,6 +54,18 @@ class TrainResult:
     tasks: list[TaskResult] = field(default_factory=list)
     greedy_episodes: int = 0
     """Episodes per task of the final greedy evaluation (0: none ran)."""
+    start_env_steps: int = 0
+    """The run's env steps when this session began (a resumed run's earlier sessions)."""
+
+    @property
+    def session_env_steps(self) -> int:
+        """Env steps made in this session: what ``steps_per_s`` counts."""
+        return self.env_steps - self.start_env_steps
+
+    @property
+    def steps_per_s(self) -> float:
+        """This session's env steps per wall second (earlier sessions' steps excluded)."""
+        return self.session_env_steps / self.seconds if self.seconds > 0 else 0.0
 
 
 @dataclass
@@ -63,12 +81,18 @@ class TaskProgress:
 
 
 def task_results(
-    tasks: Sequence[TaskConfig], specs: Sequence[EnvSpec], progress: Sequence[TaskProgress]
+    tasks: Sequence[TaskConfig],
+    specs: Sequence[EnvSpec],
+    progress: Sequence[TaskProgress],
+    faults: Sequence[TaskFaults] | None = None,
 ) -> list[TaskResult]:
-    """Each task's result so far: mean of its recent returns, normalised where the env can."""
+    """Each task's result so far: mean of its recent returns, normalised where the env can,
+    and its actor faults (``faults``: the pool's per-task records), so that a task that made
+    no steps says why."""
     out = []
-    for task, spec, p in zip(tasks, specs, progress, strict=True):
+    for i, (task, spec, p) in enumerate(zip(tasks, specs, progress, strict=True)):
         mean = float(np.mean(p.returns)) if p.returns else None
+        f = faults[i] if faults is not None else None
         out.append(
             TaskResult(
                 name=task.key,
@@ -77,6 +101,9 @@ def task_results(
                 mean_return=mean,
                 normalized_score=spec.normalized_score(mean) if mean is not None else None,
                 target_score=task.target_score,
+                faults=f.faults if f else 0,
+                last_error=(f.last_error or f.reason) if f else "",
+                quarantined=f.quarantined if f else False,
             )
         )
     return out

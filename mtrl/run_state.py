@@ -12,12 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mtrl.checkpoint import capture_rng_state, load_latest, restore_rng_state
+from mtrl.checkpoint import capture_rng_state, checkpoint_step, load_latest, restore_rng_state
 from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
+from mtrl.errors import MtrlError
 
 if TYPE_CHECKING:
     from mtrl.plugins import Plugins
     from mtrl.trainer import Trainer
+
+
+class NothingToDo(MtrlError):
+    """A resumed run already reached its ``total_env_steps``: nothing is trained or written
+    (the CLI prints the message and exits 0)."""
 
 
 def checkpoint_due(ck: CheckpointConfig, steps_since: int, seconds_since: float) -> bool:
@@ -85,7 +91,11 @@ def load_for_resume(
     run_dir: Path, plugins: Plugins, total_env_steps: int | None = None
 ) -> SavedRun:
     """The newest good checkpoint of ``run_dir`` and its config, validated against the
-    installed plugins (``total_env_steps`` overrides the saved budget)."""
+    installed plugins (``total_env_steps`` overrides the saved budget).
+
+    Raises :class:`NothingToDo` when the checkpoint is at or past the budget: resuming then
+    would only rewrite the last checkpoint and log a 0 steps/s record.
+    """
     import yaml
 
     state, path = load_latest(run_dir)
@@ -98,5 +108,13 @@ def load_for_resume(
         env_ids=plugins.envs.ids(),
         scheduler_policies=plugins.schedulers.names(),
         tracker_names=plugins.trackers.names(),
+        env_note=plugins.unknown_env_note,
     )
+    # The file name holds the whole run's steps (all replicas); the state, this rank's.
+    done = max(int(state["env_steps"]), checkpoint_step(path) or 0)
+    if done >= cfg.total_env_steps:
+        raise NothingToDo(
+            f"nothing to do: run already at {done:,} of {cfg.total_env_steps:,} env steps "
+            "(raise --total-env-steps to continue)"
+        )
     return SavedRun(cfg, state, path, seed_offset=1_000_003 * (int(state["updates"]) + 1))

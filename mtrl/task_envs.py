@@ -6,13 +6,29 @@ import gymnasium as gym
 import torch
 
 from mtrl.config import ExperimentConfig
-from mtrl.errors import EnvKwargsError, UserError
+from mtrl.config.loading import reserved_env_kwargs_problems
+from mtrl.errors import ConfigError, EnvKwargsError, UserError
 from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
 from mtrl.plugins import BatchEnv, EnvSpec
 
 
+def check_env_kwargs(cfg: ExperimentConfig, i: int) -> None:
+    """Reject ``num_envs``/``seed`` in task ``i``'s env_kwargs (they are task fields) with a
+    config error, not the factory's "got multiple values" TypeError. Configs loaded from YAML
+    are checked already; this covers ones built in code."""
+    problems = [
+        f"tasks[{i}].env_kwargs.{key}: {problem}"
+        for key, problem in reserved_env_kwargs_problems(cfg.tasks[i].env_kwargs)
+    ]
+    if problems:
+        raise ConfigError("\n".join(problems), problems=problems)
+
+
 def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed: int) -> BatchEnv:
+    """Task ``i``'s batch env of ``num_envs`` copies with its env_kwargs (errors name the
+    task)."""
     task = cfg.tasks[i]
+    check_env_kwargs(cfg, i)
     try:
         return spec.build(num_envs, seed, **task.env_kwargs)
     except EnvKwargsError as e:
@@ -50,6 +66,7 @@ def build_anakin_env(
 ) -> BatchEnv:
     """Task ``i``'s tensor-native env on the learner's device (Anakin)."""
     task = cfg.tasks[i]
+    check_env_kwargs(cfg, i)
     kwargs = {**task.env_kwargs, "device": str(device)}
     try:
         env = spec.build(task.num_envs, seed, **kwargs)

@@ -26,7 +26,7 @@ from mtrl.actors.server import ReadyUnroll
 from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
-from mtrl.errors import UserError
+from mtrl.errors import UnknownEnvError, UserError
 from mtrl.final_eval import final_eval
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
@@ -65,7 +65,7 @@ class Trainer:
         env seeds so a resumed run does not replay the trajectories it already learned from."""
         self.cfg = cfg
         plugins = plugins or get_plugins()
-        self.specs: list[EnvSpec] = [plugins.envs.get(t.env) for t in cfg.tasks]
+        self.specs: list[EnvSpec] = [_spec(plugins, t.env) for t in cfg.tasks]
         self.names = [t.key for t in cfg.tasks]
         torch.set_num_threads(cfg.learner.torch_threads)
         trackers = tracker_factories(cfg, plugins)  # a bad tracker name fails before any work
@@ -186,6 +186,7 @@ class Trainer:
         cfg, ck = self.cfg, self.cfg.checkpoint
         start = last_log = last_ckpt_t = time.perf_counter()
         steps_at_log, last_ckpt_steps = self.env_steps, self.run_env_steps
+        start_steps = self.run_env_steps  # a resumed run's earlier sessions: not this rate's
         metrics: dict[str, float] = {}
         self._stop = False
         done = False
@@ -229,7 +230,9 @@ class Trainer:
         final = final_eval(self, metrics)  # rank 0, after the save: eval/<task>/greedy_return
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
         steps, results = self.run_env_steps, final.apply(self.results())
-        return TrainResult(self.run_dir, steps, self.updates, seconds, results, final.episodes)
+        return TrainResult(
+            self.run_dir, steps, self.updates, seconds, results, final.episodes, start_steps
+        )
 
     def _drain_anakin_episodes(self) -> None:
         """Move finished Anakin episodes (kept on the device) into the task's counters."""
@@ -368,7 +371,8 @@ class Trainer:
         )
 
     def results(self) -> list[TaskResult]:
-        return task_results(self.cfg.tasks, self.specs, self.progress)
+        faults = getattr(self.pool, "faults", None)
+        return task_results(self.cfg.tasks, self.specs, self.progress, faults)
 
     def _log(self, metrics: dict[str, float], sps: float, elapsed: float) -> None:
         record: dict[str, Any] = {
@@ -448,3 +452,15 @@ class Trainer:
             if not keep_process_group:
                 self.ctx.destroy(wait_for_peers=sys.exc_info()[0] is None)
             self.ctx = None
+
+
+def _spec(plugins: Plugins, env_id: str) -> EnvSpec:
+    """The spec of ``env_id``; an unknown id's error says which plugin failed to load (a config
+    built in code skips the loader's check)."""
+    try:
+        return plugins.envs.get(env_id)
+    except UnknownEnvError as e:
+        note = plugins.unknown_env_note(env_id)
+        if note is None:
+            raise
+        raise UnknownEnvError(f"{e}; {note}") from None

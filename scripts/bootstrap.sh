@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create the project venv (.venv) and install mtrl, its test tools and the contrib plugins.
 # Idempotent: re-running only reinstalls what changed. Used by `make` and by CI.
+# Prints one short line per step (a first run downloads torch and friends: minutes).
 #
-#   MTRL_VENV    venv path            (default .venv)
+#   MTRL_VENV    venv path            (default .venv; `make VENV=...` passes it)
 #   MTRL_TORCH   torch requirement    (default torch==2.13.0, the CPU wheel on our machines;
 #                                      GPU users: install their CUDA torch into the venv first,
 #                                      an importable torch is kept as it is)
@@ -11,24 +12,54 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${MTRL_VENV:-.venv}
 python=${PYTHON:-python3}
+torch_req=${MTRL_TORCH:-torch==2.13.0}
+t0=$SECONDS
+
+step() { echo "bootstrap [$1/4] ${*:2}"; }
+took() { echo "bootstrap       done in $((SECONDS - $1)) s"; }
+# pip, quiet; this machine's pip config names index dirs that may not exist, and pip warns
+# about each on every lookup: those lines are dropped. pip's own failure fails the step
+# (pipefail); a grep that filtered every line does not.
+pip_install() {
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v -e "^WARNING: Location" || true; } >&2
+}
+
+# mtrl is a flat layout (mtrl/ at the top), so setuptools' editable install uses an import
+# hook and, since pip 25, shows its notice about it as a "BuildBackendWarning" box. It is
+# information only; this filter drops exactly that notice and nothing else.
+export PYTHONWARNINGS="${PYTHONWARNINGS:+$PYTHONWARNINGS,}ignore:Editable installation:UserWarning"
 
 if [ ! -x "$venv/bin/python" ]; then
-  echo "bootstrap: creating $venv"
+  step 1 "creating $venv with $("$python" --version 2>&1)"
+  s=$SECONDS
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
+  pip_install --upgrade pip
+  took $s
+else
+  step 1 "$venv exists"
 fi
-pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 
 # torch first, so that no dependency resolves it to a multi-GB CUDA build.
 if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
-  echo "bootstrap: installing ${MTRL_TORCH:-torch==2.13.0}"
-  "${pip[@]}" "${MTRL_TORCH:-torch==2.13.0}"
+  step 2 "installing $torch_req (first time: a few minutes)"
+  s=$SECONDS
+  pip_install "$torch_req"
+  took $s
+else
+  step 2 "torch $("$venv/bin/python" -c "import torch; print(torch.__version__)") already installed"
 fi
 
-echo "bootstrap: installing mtrl[all,test,bench] and plugins_contrib/*"
 contrib=()
 for p in plugins_contrib/*/pyproject.toml; do
   [ -e "$p" ] && contrib+=(-e "$(dirname "$p")")
 done
-"${pip[@]}" -e ".[all,test,bench]" "${contrib[@]}" 2>&1 | grep -v -e "^WARNING: Location" >&2 || true
-"$venv/bin/python" -c "import mtrl, torch; print(f'bootstrap: mtrl {mtrl.__version__}, torch {torch.__version__}')"
+step 3 "installing mtrl[all,test,bench] and $((${#contrib[@]} / 2)) plugins_contrib packages" \
+  "(first time: minutes)"
+s=$SECONDS
+pip_install -e ".[all,test,bench]" "${contrib[@]}"
+took $s
+
+step 4 "checking the install"
+"$venv/bin/python" -c "import mtrl, torch; print(f'bootstrap       mtrl {mtrl.__version__}, torch {torch.__version__}')"
+echo "bootstrap ok in $((SECONDS - t0)) s: $venv"

@@ -7,7 +7,7 @@ where possible, how to fix it (did-you-mean for keys and env ids).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,16 @@ from mtrl.config.models import ExperimentConfig
 from mtrl.errors import ConfigError
 
 Loc = tuple[str | int, ...]
+EnvNote = Callable[[str], str | None]
+"""Extra words for an unknown env id (e.g. ``Plugins.unknown_env_note``: a plugin that failed
+to load may have offered it), or None."""
+
+RESERVED_ENV_KWARGS = {
+    "num_envs": "how many env copies each actor steps",
+    "seed": "the seed of the task's envs",
+}
+"""Arguments every env factory already gets from the task's own fields, so they cannot be
+``env_kwargs`` too."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -94,7 +104,36 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
     return model
 
 
-def _message(err: dict[str, Any]) -> str:
+def reserved_env_kwargs_problems(env_kwargs: Any) -> list[tuple[str, str]]:
+    """``(key, problem)`` for each key of ``env_kwargs`` that is a task field instead
+    (``num_envs``, ``seed``): the factory gets those from the task, and twice is an error."""
+    if not isinstance(env_kwargs, dict):
+        return []
+    return [
+        (
+            key,
+            f"{key} is the task's own field ({what}), not an env kwarg: "
+            f"move `{key}: {env_kwargs[key]}` out of env_kwargs, next to `env:`",
+        )
+        for key, what in RESERVED_ENV_KWARGS.items()
+        if key in env_kwargs
+    ]
+
+
+def _whole_number_hint(value: Any) -> str:
+    """For an integer field given text such as ``1e6`` (YAML 1.1 reads a float without a dot
+    and a signed exponent as a string): say how to write it."""
+    try:
+        number = float(str(value).replace("_", ""))
+    except ValueError:
+        return ""
+    if not number.is_integer():
+        return "; write a whole number"
+    n = int(number)
+    return f"; YAML reads {value!r} as text, not a number: write {n} or {n:_}"
+
+
+def _message(err: dict[str, Any], env_note: EnvNote | None = None) -> str:
     kind, loc = err["type"], tuple(err["loc"])
     if kind == "extra_forbidden":
         key = str(loc[-1])
@@ -110,26 +149,46 @@ def _message(err: dict[str, Any]) -> str:
         return "required key is missing"
     if kind == "too_short" and loc == ("tasks",):
         return "at least one task is required"
-    known_kinds = ("unknown_env", "unknown_policy", "unknown_tracker", "duplicate_task")
+    if kind == "unknown_env":
+        note = env_note(str(err.get("input"))) if env_note else None
+        return err["msg"] + (f"; {note}" if note else "")
+    known_kinds = ("unknown_policy", "unknown_tracker", "duplicate_task")
     if kind in known_kinds or kind == "value_error":
         return err["msg"].removeprefix("Value error, ")
     msg = err["msg"]
     if "input" in err and kind not in ("model_type", "dict_type"):
         msg += f" (got {err['input']!r})"
+        if kind == "int_parsing" and isinstance(err["input"], str):
+            msg += _whole_number_hint(err["input"])
     elif kind in ("model_type", "dict_type"):
         msg = f"must be a mapping of keys, got {type(err.get('input')).__name__}"
     return msg
 
 
-def _problems(err: ValidationError, root: yaml.Node | None, source: str) -> list[str]:
-    lines: list[tuple[int, str]] = []
-    for e in err.errors(include_url=False):
+def _problems(
+    err: ValidationError | None,
+    data: dict[str, Any],
+    root: yaml.Node | None,
+    source: str,
+    env_note: EnvNote | None = None,
+) -> list[str]:
+    """One ``file:line: path: message`` per validation error and per reserved env kwarg."""
+    found: list[tuple[Loc, str]] = []
+    for e in err.errors(include_url=False) if err is not None else ():
         loc = tuple(e["loc"])
         if e["type"] == "duplicate_task":
             loc = ("tasks", int(e["ctx"]["i"]), "name")
+        found.append((loc, _message(e, env_note)))
+    tasks = data.get("tasks")
+    for i, task in enumerate(tasks if isinstance(tasks, list) else []):
+        if isinstance(task, dict):
+            for key, problem in reserved_env_kwargs_problems(task.get("env_kwargs")):
+                found.append((("tasks", i, "env_kwargs", key), problem))
+    lines: list[tuple[int, str]] = []
+    for loc, message in found:
         line = _line_of(root, loc)
         where = f"{source}:{line}" if line else source
-        lines.append((line or 0, f"{where}: {format_loc(loc)}: {_message(e)}"))
+        lines.append((line or 0, f"{where}: {format_loc(loc)}: {message}"))
     return [text for _, text in sorted(lines, key=lambda x: x[0])]
 
 
@@ -140,8 +199,12 @@ def parse_config(
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
     tracker_names: Iterable[str] | None = None,
+    env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks.
+
+    ``env_note`` (``plugins.unknown_env_note``) adds to an unknown id's error why it may be
+    missing (a plugin that failed to load).
 
     ``scheduler_policies`` (``plugins.schedulers.names()``) are the policy names accepted in
     ``scheduler.policy``; without it only the built-in policies are. ``tracker_names``
@@ -170,10 +233,13 @@ def parse_config(
     if tracker_names is not None:
         context["tracker_names"] = set(tracker_names)
     try:
-        return ExperimentConfig.model_validate(data, context=context or None)
+        cfg, error = ExperimentConfig.model_validate(data, context=context or None), None
     except ValidationError as e:
-        problems = _problems(e, root, source)
+        cfg, error = None, e
+    problems = _problems(error, data, root, source, env_note)
+    if problems or cfg is None:
         raise ConfigError("\n".join(problems), problems=problems) from None
+    return cfg
 
 
 def load_config(
@@ -182,6 +248,7 @@ def load_config(
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
     tracker_names: Iterable[str] | None = None,
+    env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
     path = Path(path)
@@ -195,6 +262,7 @@ def load_config(
         env_ids=env_ids,
         scheduler_policies=scheduler_policies,
         tracker_names=tracker_names,
+        env_note=env_note,
     )
 
 

@@ -43,6 +43,7 @@ ENV_ONLY = "MTRL_PLUGINS"
 ENV_DISABLE = "MTRL_DISABLE_PLUGINS"
 
 Status = Literal["ok", "error", "unavailable", "disabled"]
+_IMPORTLIB_DIR = os.path.dirname(importlib.__file__)
 
 
 @dataclass
@@ -78,6 +79,57 @@ class Plugins:
     trackers: TrackerRegistry = field(default_factory=TrackerRegistry)
     """Metric trackers by name (``tracking.trackers`` in configs)."""
 
+    def failure_note(self, name: str) -> str | None:
+        """Why plugin ``name`` offers nothing (failed to load, unavailable, disabled), in one
+        line; None when it loaded."""
+        info = self.infos.get(name)
+        return None if info is None or info.status == "ok" else _failure_text(info)
+
+    def unknown_env_note(self, env_id: str) -> str | None:
+        """For an env id no plugin registered: ``note: ...`` naming the plugins that did not
+        load and may have offered it, so a broken install does not read like a typo.
+
+        A plugin matches by the id's namespace (``foo/...``: plugin ``foo`` or package
+        ``mtrl-foo``). When none matches and the namespace is no loaded plugin's, every
+        third-party plugin that failed to load is named (its ids are unknown: it never ran).
+        """
+        namespace = _norm(env_id.split("/", 1)[0]) if "/" in env_id else None
+        silent = [i for i in self.infos.values() if i.status != "ok" and not i.envs]
+        matched = [i for i in silent if namespace is not None and namespace in _aliases(i)]
+        if not matched:
+            loaded = {_norm(i.name) for i in self.infos.values() if i.status == "ok"}
+            loaded |= {_norm(e.split("/", 1)[0]) for e in self.envs.ids()}
+            if namespace in loaded:
+                return None
+            matched = [i for i in silent if i.status == "error" and not i.builtin]
+        return "note: " + "; ".join(map(_failure_text, matched)) if matched else None
+
+
+def _failure_text(info: PluginInfo) -> str:
+    """``plugin 'foo' (package mtrl-foo) failed to load: <reason>``, or unavailable/disabled."""
+    who = f"plugin {info.name!r}"
+    if info.package and _norm(info.package) != _norm(info.name):
+        who += f" (package {info.package})"
+    if info.status == "disabled":
+        return f"{who} is disabled by {ENV_DISABLE}"
+    reason = "; ".join(" ".join(e.removeprefix("import failed: ").split()) for e in info.errors)
+    verb = "is unavailable" if info.status == "unavailable" else "failed to load"
+    return f"{who} {verb}: {reason or 'no reason given'}"
+
+
+def _norm(name: str) -> str:
+    """Plugin, package and namespace names compared case- and ``-``/``_``-insensitively."""
+    return name.lower().replace("_", "-")
+
+
+def _aliases(info: PluginInfo) -> set[str]:
+    """Namespaces a plugin's env ids may carry: its name, its package, the package without
+    an ``mtrl-`` prefix."""
+    names = {_norm(info.name)}
+    if info.package:
+        names |= {_norm(info.package), _norm(info.package).removeprefix("mtrl-")}
+    return names
+
 
 def _names(var: str) -> set[str] | None:
     raw = os.environ.get(var, "").strip()
@@ -85,8 +137,14 @@ def _names(var: str) -> set[str] | None:
 
 
 def _describe(exc: BaseException) -> str:
-    """``Type: message (file:line)`` of the innermost frame, for one-line reports."""
-    tb = traceback.extract_tb(exc.__traceback__)
+    """``Type: message (file:line)`` of the innermost frame, for one-line reports; the
+    loader's own frames (this module, ``importlib``, ``<frozen ...>``) say nothing, so they
+    are skipped (a module that is not there has no line to show)."""
+    tb = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(("<", _IMPORTLIB_DIR)) and f.filename != __file__
+    ]
     where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
     return f"{type(exc).__name__}: {exc}{where}"
 

@@ -6,6 +6,11 @@ task over time, policy lag, PopArt σ per task and the losses. Several runs are 
 colour per run, with a shared legend, for comparing seeds or settings. The learner's per-task
 diagnostics share one page, ``diagnostics.png`` (:mod:`mtrl.tracking.report_diagnostics`).
 
+Per-task curves use the task's own env steps (``task/<task>/env_steps``: tasks get different
+shares of a run's steps, so the run's total would stretch a task's curve) when a run logged
+them, else the run's total. Returns and scores are written with 3 significant digits (0.955,
+not 1.0; 475, not 475.0), at the end of each curve and in one line per run for the terminal.
+
 A resumed run appends to its ``metrics.jsonl`` from the checkpoint's step, so records logged
 after that checkpoint but before the crash appear twice; :func:`load_run` keeps the
 continuation and drops the abandoned stretch, so curves go on where they stopped.
@@ -25,8 +30,16 @@ import numpy as np
 import yaml
 
 from mtrl.errors import UserError
+from mtrl.tracking.report_summary import (
+    RETURN,
+    SCORE,
+    format_return,
+    last_returns,
+    unscored_tasks,
+)
 
 STEPS = "charts/env_steps"
+TASK_STEPS = "task/{task}/env_steps"
 ELAPSED = "charts/elapsed_s"
 LOSSES = ("losses/total", "losses/policy", "losses/value", "losses/entropy", "losses/grad_norm")
 
@@ -55,6 +68,18 @@ class RunData:
 
     def has(self, key: str) -> bool:
         return any(_finite(r.get(key)) for r in self.records)
+
+    def task_x(self, task: str) -> str:
+        """The x key of ``task``'s curves against steps: its own env steps when logged."""
+        key = TASK_STEPS.format(task=task)
+        return key if self.has(key) else STEPS
+
+    def last(self, key: str) -> float | None:
+        """The latest finite value of ``key``; None when it never had one."""
+        for r in reversed(self.records):
+            if _finite(r.get(key)):
+                return float(r[key])
+        return None
 
 
 def _finite(v: Any) -> bool:
@@ -219,26 +244,49 @@ class Plotter:
             ax.yaxis.set_major_formatter(self.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_formatter(self.ticker.NullFormatter())
 
-    def xlabel(self, ax: Any, x_key: str) -> None:
+    def xlabel(self, ax: Any, x_key: str, tasks: Sequence[str] = ()) -> None:
+        """Wall time, or env steps: each curve's task's own when every run logged them."""
         if x_key == ELAPSED:
             ax.set_xlabel(self.time_label)
-        else:
+            return
+        if not tasks:
             ax.set_xlabel("env steps")
-            ax.xaxis.set_major_formatter(self.eng)
+        elif all(run.task_x(t) != STEPS for run in self.runs for t in tasks):
+            ax.set_xlabel("env steps of this task" if len(tasks) == 1 else "env steps of each task")
+        else:
+            ax.set_xlabel("env steps (all tasks)")
+        ax.xaxis.set_major_formatter(self.eng)
+
+    def x_key(self, run: RunData, x_key: str, task: str | None) -> str:
+        """The key ``run``'s curve of ``task`` uses for ``x_key``: per-task steps if it has them."""
+        return run.task_x(task) if task is not None and x_key == STEPS else x_key
+
+    def label_last(self, ax: Any, run: RunData, x: np.ndarray, y: np.ndarray) -> None:
+        """Write the curve's last value at its end, in the run's colour."""
+        ax.annotate(
+            format_return(float(y[-1])),
+            (x[-1], y[-1]),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="x-small",
+            color=self.colour[id(run)],
+        )
 
     def draw(self, spec: Figure) -> None:
         """Draw ``spec`` if any run has its metrics; skip it silently otherwise."""
+        panels: list[tuple[str, str, str | None]]  # (title, metric, task)
         if spec.per_task is not None:
-            panels = [(t, spec.per_task.format(task=t)) for t in self.tasks]
+            panels = [(t, spec.per_task.format(task=t), t) for t in self.tasks]
         else:
-            panels = [(k, k) for k in spec.keys]
-        panels = [(t, k) for t, k in panels if any(r.has(k) for r in self.runs)]
+            panels = [(k, k, None) for k in spec.keys]
+        panels = [p for p in panels if any(r.has(p[1]) for r in self.runs)]
         if not panels:
             return
         fig, axes = self.grid(len(panels))
-        for ax, (panel_title, key) in zip(axes, panels, strict=True):
+        for ax, (panel_title, key, task) in zip(axes, panels, strict=True):
             for run in self.runs:
-                x, y = run.series(key, spec.x)
+                x, y = run.series(key, self.x_key(run, spec.x, task))
                 if len(x):
                     ax.plot(
                         self._x(x, spec.x),
@@ -247,6 +295,8 @@ class Plotter:
                         drawstyle="steps-post" if spec.steps else "default",
                         marker="." if len(x) < 30 else None,
                     )
+                    if spec.label_last:
+                        self.label_last(ax, run, self._x(x, spec.x), y)
             ax.set_title(panel_title, fontsize="medium")
             ax.set_ylabel(spec.ylabel)
             if spec.log_y:
@@ -254,7 +304,7 @@ class Plotter:
             if spec.steps:  # counts: whole numbers from zero
                 ax.yaxis.set_major_locator(self.ticker.MaxNLocator(integer=True))
                 ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1) + 0.5)
-            self.xlabel(ax, spec.x)
+            self.xlabel(ax, spec.x, [task] if task else [])
         self.finish(fig, axes, spec.name, spec.title)
 
 
@@ -271,16 +321,17 @@ class Figure:
     ylabel: str = ""
     log_y: bool = False
     steps: bool = False  # draw as a step function (counts that change at decisions)
+    label_last: bool = False  # write each curve's last value at its end (returns, scores)
 
 
 NORMALISED = "Normalised score (random = 0, reference = 1)"
 
 #: Every figure ``mtrl report`` can write, in order.
 FIGURES: tuple[Figure, ...] = (
-    Figure("return_vs_steps.png", "Episode return", STEPS, "task/{task}/return", ylabel="return"),
-    Figure("return_vs_time.png", "Episode return", ELAPSED, "task/{task}/return", ylabel="return"),
-    Figure("normalized_score_vs_steps.png", NORMALISED, STEPS, "task/{task}/normalized_score"),
-    Figure("normalized_score_vs_time.png", NORMALISED, ELAPSED, "task/{task}/normalized_score"),
+    Figure("return_vs_steps.png", "Episode return", STEPS, RETURN, "return", label_last=True),
+    Figure("return_vs_time.png", "Episode return", ELAPSED, RETURN, "return", label_last=True),
+    Figure("normalized_score_vs_steps.png", NORMALISED, STEPS, SCORE, label_last=True),
+    Figure("normalized_score_vs_time.png", NORMALISED, ELAPSED, SCORE, label_last=True),
     Figure("throughput.png", "Throughput (env steps / s)", ELAPSED, keys=("charts/sps",)),
     Figure(
         "actors.png", "Actors per task", ELAPSED, "scheduler/{task}/actors", "actors", steps=True
@@ -308,7 +359,8 @@ def write_report(
 ) -> list[Path]:
     """Write the figures for ``run_dirs`` into ``out``; returns the PNG paths written.
 
-    ``note`` receives one line on what the figures leave out (tasks without a normalised score).
+    ``note`` receives lines for the terminal: each run's last mean return per task (3
+    significant digits) and what the figures leave out (tasks without a normalised score).
     """
     if not run_dirs:
         raise UserError("give at least one run directory")
@@ -324,19 +376,14 @@ def write_report(
     for spec in FIGURES:
         figures.draw(spec)
     draw_diagnostics(figures)
-    unscored = _unscored_tasks(figures.runs, figures.tasks)
-    if unscored and note is not None:
+    if note is None:
+        return figures.written
+    for line in last_returns(figures.runs, figures.tasks):
+        note(line)
+    unscored = unscored_tasks(figures.runs, figures.tasks)
+    if unscored:
         note(
             f"no normalised score (the env declares no random/reference score) for: "
             f"{', '.join(unscored)}; their raw returns are in return_vs_*.png"
         )
     return figures.written
-
-
-def _unscored_tasks(runs: Sequence[RunData], tasks: Sequence[str]) -> list[str]:
-    """Tasks with returns but no normalised score in any run: absent from the score figures."""
-
-    def some(key: str) -> bool:
-        return any(r.has(key) for r in runs)
-
-    return [t for t in tasks if some(f"task/{t}/return") and not some(f"task/{t}/normalized_score")]

@@ -4,7 +4,9 @@ One panel per figure the learner logs as ``learner/<task>/<figure>`` (defined in
 ``mtrl.learner.diagnostics``) plus PopArt μ; only panels for which some run has data. Each panel
 overlays every task, one colour per task, one line style per run when several are compared, so
 a task whose policy collapses, whose importance ratios run away or whose value stops explaining
-its returns stands out against the others at the same env step.
+its returns stands out against the others. Each task's curve runs over its own env steps when
+the run logged them (as in the report's other per-task figures), so tasks are compared at the
+same amount of their own experience.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def draw_diagnostics(plot: Plotter) -> None:
     for ax, panel in zip(axes, panels, strict=True):
         for run in runs:
             for task in tasks:
-                x, y = run.series(panel.key.format(task=task), STEPS)
+                x, y = run.series(panel.key.format(task=task), plot.x_key(run, STEPS, task))
                 if len(x):
                     ax.plot(
                         x,
@@ -88,7 +90,7 @@ def draw_diagnostics(plot: Plotter) -> None:
             ax.set_ylim(-0.03, 1.03)
         if panel.log_y:
             plot.log_y(ax)
-        plot.xlabel(ax, STEPS)
+        plot.xlabel(ax, STEPS, tasks)
     legends: list[list[Any]] = [
         [plot.plt.Line2D([], [], color=colour[t], label=t, marker="o") for t in tasks]
     ]

@@ -28,7 +28,7 @@ def test_registers_atari_classic_and_mujoco_without_aliases() -> None:
     pong, cartpole = envs.get("envpool/Pong-v5"), envs.get("envpool/CartPole-v1")
     assert (pong.random_score, pong.reference_score) == (-20.7, 14.6)
     assert pong.max_episode_steps == 27000
-    assert pong._observation_space is None  # lazy: reading it loads the ROM
+    assert pong._observation_space is not None  # declared (atari_spaces): no ROM loaded
     assert pong.observation_space == gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     assert pong.action_space == gym.spaces.Discrete(6)
     assert (cartpole.random_score, cartpole.reference_score, cartpole.max_episode_steps) == (

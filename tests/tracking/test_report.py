@@ -13,9 +13,10 @@ import pytest
 from mtrl.cli import main
 from mtrl.config import ExperimentConfig
 from mtrl.tracking import make_sinks
-from mtrl.tracking.report import FIGURES, load_run
+from mtrl.tracking.report import FIGURES, Plotter, load_run
 from mtrl.tracking.report_diagnostics import NAME as DIAGNOSTICS
 from mtrl.tracking.report_diagnostics import PANELS, present
+from mtrl.tracking.report_summary import format_return
 from mtrl.tracking.run_dir import create_run_dir
 
 TASKS = ["cartpole", "minatar/breakout"]
@@ -36,6 +37,11 @@ def _diagnostics(i: int, k: int, figures: tuple[str, ...] = DISCRETE) -> dict[st
         "torso_grad_share": 0.5,
     }
     return {f: values[f] for f in figures}
+
+
+def _task_steps(i: int, k: int) -> int:
+    """Task ``k``'s own env steps at record ``i``: task 0 gets a quarter of the run's steps."""
+    return 2_500 * i if k == 0 else 7_500 * i
 
 
 def _make_run(parent: Path, seed: int, n: int = 15) -> Path:
@@ -64,6 +70,7 @@ def _make_run(parent: Path, seed: int, n: int = 15) -> Path:
             "losses/grad_norm": 3.0,
         }
         for k, t in enumerate(TASKS):
+            rec[f"task/{t}/env_steps"] = _task_steps(i, k)
             if i > 0:  # no episode finished yet at the first record
                 rec[f"task/{t}/return"] = 20 + 10 * i * (k + 1) + seed
                 rec[f"task/{t}/normalized_score"] = 0.05 * i
@@ -193,8 +200,8 @@ def test_tasks_without_normalised_score_are_named(
     ]
     run = _write(tmp_path / "r", rows)
     assert main(["report", str(run), "-o", str(tmp_path / "o")]) == 0
-    err = capsys.readouterr().err
-    assert "no normalised score" in err and "for: raw;" in err and "scored" not in err
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "no normalised score" in x]
+    assert "for: raw;" in line and "scored" not in line
 
 
 def test_long_run_names_widen_the_image_instead_of_being_clipped(tmp_path: Path) -> None:
@@ -208,3 +215,95 @@ def test_long_run_names_widen_the_image_instead_of_being_clipped(tmp_path: Path)
     one = matplotlib.image.imread(tmp_path / "one" / "throughput.png")
     three = matplotlib.image.imread(tmp_path / "three" / "throughput.png")
     assert three.shape[1] > 1.3 * one.shape[1]  # three ~45-character labels side by side
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.955, "0.955"),
+        (474.96, "475"),
+        (475.0, "475"),
+        (-20.71, "-20.7"),
+        (0.0012345, "0.00123"),
+        (12345.6, "12346"),
+        (0.0, "0"),
+        (1.0, "1.00"),
+    ],
+)
+def test_returns_keep_three_significant_digits(value: float, text: str) -> None:
+    assert format_return(value) == text
+
+
+def _keep_figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
+    """Record each figure's axes (curves, labels, texts) as the real Plotter saves it."""
+    kept: dict[str, list[Any]] = {}
+    finish = Plotter.finish
+
+    def keep(self: Plotter, fig: Any, axes: Any, name: str, *args: Any, **kw: Any) -> None:
+        kept[name] = [
+            {
+                "title": ax.get_title(),
+                "xlabel": ax.get_xlabel(),
+                "xs": [list(line.get_xdata()) for line in ax.get_lines()],
+                "texts": [t.get_text() for t in ax.texts],
+            }
+            for ax in axes
+        ]
+        finish(self, fig, axes, name, *args, **kw)
+
+    monkeypatch.setattr(Plotter, "finish", keep)
+    return kept
+
+
+def test_task_curves_use_the_tasks_own_env_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = _keep_figures(monkeypatch)
+    run = _make_run(tmp_path, seed=0, n=5)
+    assert main(["report", str(run)]) == 0
+    for k, panel in enumerate(kept["return_vs_steps.png"]):
+        assert panel["title"] == TASKS[k]
+        assert panel["xlabel"] == "env steps of this task"
+        assert panel["xs"] == [[_task_steps(i, k) for i in range(1, 5)]]
+    (sigma_of_task_1,) = kept["popart_sigma.png"][1]["xs"]
+    assert sigma_of_task_1 == [_task_steps(i, 1) for i in range(5)]
+    diagnostics = kept[DIAGNOSTICS][0]  # entropy: one curve per task, each on its own steps
+    assert diagnostics["xs"] == [[_task_steps(i, k) for i in range(5)] for k in range(2)]
+    assert diagnostics["xlabel"] == "env steps of each task"
+    (lag,) = kept["policy_lag.png"][:1]  # a run-wide metric keeps the run's steps
+    assert lag["xs"] == [[10_000 * i for i in range(5)]] and lag["xlabel"] == "env steps"
+
+
+def test_runs_without_task_steps_fall_back_to_the_runs_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = _keep_figures(monkeypatch)
+    rows = [{"charts/env_steps": 100 * i, "task/x/return": float(i)} for i in range(1, 4)]
+    run = _write(tmp_path / "old", rows)
+    assert main(["report", str(run), "-o", str(tmp_path / "o")]) == 0
+    (panel,) = kept["return_vs_steps.png"]
+    assert panel["xs"] == [[100, 200, 300]] and panel["xlabel"] == "env steps (all tasks)"
+
+
+def test_returns_are_reported_with_three_significant_digits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = _keep_figures(monkeypatch)
+    rows = [
+        {
+            "charts/env_steps": 100 * i,
+            "charts/elapsed_s": float(i),
+            "task/frac/return": 0.9 + 0.0183333 * i,  # ends at 0.955
+            "task/frac/normalized_score": 0.5,
+            "task/big/return": 474.96,
+        }
+        for i in range(4)
+    ]
+    runs = [_write(tmp_path / name, rows) for name in ("a", "b")]
+    assert main(["report", *map(str, runs), "-o", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "note: a: last mean return: frac 0.955, big 475" in err
+    assert "note: b: last mean return: frac 0.955, big 475" in err
+    frac, big = kept["return_vs_steps.png"]
+    assert frac["texts"] == ["0.955", "0.955"] and big["texts"] == ["475", "475"]
+    assert kept["normalized_score_vs_time.png"][0]["texts"] == ["0.500", "0.500"]

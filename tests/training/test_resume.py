@@ -100,7 +100,7 @@ def test_a_resumed_learner_equals_the_saved_state(tmp_path: Path) -> None:
     finally:
         trainer.close()
     saved, _ = load_latest(run_dir)
-    resumed = Trainer.resume(run_dir, console=False)
+    resumed = Trainer.resume(run_dir, console=False, total_env_steps=12000)  # finished: extend
     try:
         now = resumed.learner.state_dict()
         for k, v in saved["learner"]["model"].items():

@@ -26,8 +26,9 @@ What a user must know:
   example ``max_episode_steps``, ``frame_skip``, ``repeat_action_probability``); an unknown one
   raises ``TypeError`` naming the env id. Options that change spaces (``stack_num``,
   ``img_height``, ...) make the built env's spaces differ from the registered ones.
-* **Spaces** are registered up front for classic control and MuJoCo (cheap to read from
-  envpool's spec); Atari's are found lazily, because reading them loads the ROM.
+* **Spaces** are registered up front: classic control's and MuJoCo's read from envpool's spec
+  (cheap), Atari's from :mod:`~mtrl.plugins.builtin.atari_spaces` (reading them from the spec
+  would load each ROM); an Atari game missing from that table has its spaces found lazily.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import numpy as np
 from mtrl.errors import PluginUnavailable
 from mtrl.plugins import hookimpl
 from mtrl.plugins.batch_env import AsyncBatchEnv, BatchEnv, Obs, StepBatch
+from mtrl.plugins.builtin.atari_spaces import atari_spaces
 from mtrl.plugins.builtin.scores import CLASSIC_RANDOM_SOLVED, atari_scores
 
 #: envpool module of a family -> (family name, dynamics deterministic given the state?)
@@ -251,7 +253,9 @@ def mtrl_register_envs(register: Any) -> None:
         observation_space = action_space = None
         random_score = reference_score = None
         if family == "atari":
-            random_score, reference_score = atari_scores(task.rsplit("-v", 1)[0])
+            game = task.rsplit("-v", 1)[0]
+            random_score, reference_score = atari_scores(game)
+            observation_space, action_space = atari_spaces(game)
         else:  # cheap for these families; Atari's spec would load the ROM
             with _quiet_spaces():
                 spec = envpool.make_spec(task)

@@ -15,6 +15,8 @@ from typing import Any
 from mtrl.plugins import hookimpl
 from mtrl.plugins.adapters import GymVectorBatchEnv
 from mtrl.plugins.batch_env import BatchEnv
+from mtrl.plugins.builtin.atari_spaces import atari_spaces
+from mtrl.plugins.builtin.mujoco_warnings import route_mujoco_warnings
 from mtrl.plugins.builtin.scores import CLASSIC_RANDOM_SOLVED, atari_scores
 
 _DETERMINISTIC_DYNAMICS = (
@@ -43,6 +45,8 @@ def make_gymnasium(
             f"vectorization must be auto, native, sync or async, not {vectorization!r}"
         )
     mode = "vector_entry_point" if vectorization == "native" else vectorization
+    if isinstance(spec.entry_point, str) and spec.entry_point.startswith("gymnasium.envs.mujoco"):
+        route_mujoco_warnings()  # else MuJoCo prints them and writes MUJOCO_LOG.TXT in the cwd
     vec = gym.make_vec(gym_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
     return GymVectorBatchEnv(vec, seed=seed)
 
@@ -76,14 +80,18 @@ def mtrl_register_envs(register: Any) -> None:
         entry = spec.entry_point if isinstance(spec.entry_point, str) else ""
         if not _offered(gym_id, entry):
             continue
-        random_score = reference_score = None
+        random_score = reference_score = observation_space = action_space = None
         if gym_id.startswith("ALE/"):
-            random_score, reference_score = atari_scores(gym_id[4:].rsplit("-v", 1)[0])
+            game = gym_id[4:].rsplit("-v", 1)[0]
+            random_score, reference_score = atari_scores(game)
+            observation_space, action_space = atari_spaces(game)  # no ROM loaded
         elif gym_id in CLASSIC_RANDOM_SOLVED:
             random_score, reference_score = CLASSIC_RANDOM_SOLVED[gym_id]
         register.env(
             gym_id,
             partial(make_gymnasium, gym_id=gym_id),
+            observation_space=observation_space,
+            action_space=action_space,
             description=f"gymnasium {gym_id} ({entry})",
             stochastic=False if entry.startswith(_DETERMINISTIC_DYNAMICS) else None,
             random_score=random_score,

@@ -22,6 +22,7 @@ from typing import Any
 from mtrl.plugins import hookimpl
 from mtrl.plugins.batch_env import BatchEnv
 from mtrl.plugins.builtin.scores import CLASSIC_RANDOM_SOLVED
+from mtrl.plugins.builtin.tensor_envs.spaces import env_spaces
 
 #: env name -> (module, class, max_episode_steps)
 ENVS: dict[str, tuple[str, str, int]] = {
@@ -54,12 +55,15 @@ class _Factory:
 
 @hookimpl
 def mtrl_register_envs(register: Any) -> None:
-    """Offer the five classic-control tensor envs (spaces found lazily: that imports torch)."""
+    """Offer the five classic-control tensor envs, spaces declared (building one imports torch)."""
     for name, (_, _, max_steps) in ENVS.items():
         random_score, reference_score = CLASSIC_RANDOM_SOLVED[name]
+        observation_space, action_space = env_spaces(name)
         register.env(
             name,
             _Factory(name),
+            observation_space=observation_space,
+            action_space=action_space,
             description=f"gymnasium {name} dynamics in torch tensors (Anakin-ready)",
             stochastic=False,
             random_score=random_score,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from math import pi
 
-import numpy as np
 import torch
-from gymnasium import spaces
 
 from mtrl.plugins.builtin.tensor_envs.base import TensorBatchEnv
+from mtrl.plugins.builtin.tensor_envs.spaces import (
+    ACROBOT_MAX_VEL_1,
+    ACROBOT_MAX_VEL_2,
+    env_spaces,
+)
 
 DT = 0.2
 LINK_LENGTH_1 = 1.0
@@ -17,9 +20,8 @@ LINK_MASS_2 = 1.0
 LINK_COM_POS_1 = 0.5
 LINK_COM_POS_2 = 0.5
 LINK_MOI = 1.0
-MAX_VEL_1 = 4 * pi
-MAX_VEL_2 = 9 * pi
-_HIGH = np.array([1.0, 1.0, 1.0, 1.0, MAX_VEL_1, MAX_VEL_2], dtype=np.float32)
+MAX_VEL_1 = ACROBOT_MAX_VEL_1
+MAX_VEL_2 = ACROBOT_MAX_VEL_2
 #: gymnasium's ``wrap`` subtracts 2*pi in a loop; one step moves an angle by less than 2*pi
 #: (|velocity| <= 9*pi, dt = 0.2), so a few unrolled passes reproduce it exactly.
 _WRAP_PASSES = 3
@@ -64,8 +66,7 @@ class Acrobot(TensorBatchEnv):
     reset_low = (-0.1,) * 4
     reset_high = (0.1,) * 4
     reset_in_float32 = True
-    single_observation_space = spaces.Box(-_HIGH, _HIGH, dtype=np.float32)
-    single_action_space = spaces.Discrete(3)
+    single_observation_space, single_action_space = env_spaces(gym_id)
 
     def dynamics(
         self, state: torch.Tensor, actions: torch.Tensor

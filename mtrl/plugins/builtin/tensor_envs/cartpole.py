@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import torch
-from gymnasium import spaces
 
 from mtrl.plugins.builtin.tensor_envs.base import TensorBatchEnv
+from mtrl.plugins.builtin.tensor_envs.spaces import (
+    CARTPOLE_THETA_THRESHOLD,
+    CARTPOLE_X_THRESHOLD,
+    env_spaces,
+)
 
 GRAVITY = 9.8
 MASSCART = 1.0
@@ -18,9 +19,8 @@ LENGTH = 0.5  # half the pole's length
 POLEMASS_LENGTH = MASSPOLE * LENGTH
 FORCE_MAG = 10.0
 TAU = 0.02
-THETA_THRESHOLD = 12 * 2 * math.pi / 360
-X_THRESHOLD = 2.4
-_HIGH = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
+THETA_THRESHOLD = CARTPOLE_THETA_THRESHOLD
+X_THRESHOLD = CARTPOLE_X_THRESHOLD
 
 
 class CartPole(TensorBatchEnv):
@@ -30,8 +30,7 @@ class CartPole(TensorBatchEnv):
     default_max_episode_steps = 500
     reset_low = (-0.05,) * 4
     reset_high = (0.05,) * 4
-    single_observation_space = spaces.Box(-_HIGH, _HIGH, dtype=np.float32)
-    single_action_space = spaces.Discrete(2)
+    single_observation_space, single_action_space = env_spaces(gym_id)
 
     def dynamics(
         self, state: torch.Tensor, actions: torch.Tensor

@@ -6,17 +6,19 @@ state is rounded to float32 after each step whatever ``dtype`` says), so traject
 
 from __future__ import annotations
 
-import numpy as np
 import torch
-from gymnasium import spaces
 
 from mtrl.plugins.builtin.tensor_envs.base import TensorBatchEnv
+from mtrl.plugins.builtin.tensor_envs.spaces import (
+    MOUNTAIN_CAR_MAX_POSITION,
+    MOUNTAIN_CAR_MAX_SPEED,
+    MOUNTAIN_CAR_MIN_POSITION,
+    env_spaces,
+)
 
-MIN_POSITION = -1.2
-MAX_POSITION = 0.6
-MAX_SPEED = 0.07
-_LOW = np.array([MIN_POSITION, -MAX_SPEED], dtype=np.float32)
-_HIGH = np.array([MAX_POSITION, MAX_SPEED], dtype=np.float32)
+MIN_POSITION = MOUNTAIN_CAR_MIN_POSITION
+MAX_POSITION = MOUNTAIN_CAR_MAX_POSITION
+MAX_SPEED = MOUNTAIN_CAR_MAX_SPEED
 
 
 def _move(
@@ -36,8 +38,7 @@ class MountainCar(TensorBatchEnv):
     default_max_episode_steps = 200
     reset_low = (-0.6, 0.0)
     reset_high = (-0.4, 0.0)
-    single_observation_space = spaces.Box(_LOW, _HIGH, dtype=np.float32)
-    single_action_space = spaces.Discrete(3)
+    single_observation_space, single_action_space = env_spaces(gym_id)
     force = 0.001
     gravity = 0.0025
     goal_position = 0.5
@@ -66,8 +67,7 @@ class MountainCarContinuous(TensorBatchEnv):
     default_max_episode_steps = 999
     reset_low = (-0.6, 0.0)
     reset_high = (-0.4, 0.0)
-    single_observation_space = spaces.Box(_LOW, _HIGH, dtype=np.float32)
-    single_action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+    single_observation_space, single_action_space = env_spaces(gym_id)
     power = 0.0015
     goal_position = 0.45
     goal_velocity = 0.0

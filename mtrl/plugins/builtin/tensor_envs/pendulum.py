@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
-from gymnasium import spaces
 
 from mtrl.plugins.builtin.tensor_envs.base import TensorBatchEnv
+from mtrl.plugins.builtin.tensor_envs.spaces import (
+    PENDULUM_MAX_SPEED,
+    PENDULUM_MAX_TORQUE,
+    env_spaces,
+)
 
-MAX_SPEED = 8.0
-MAX_TORQUE = 2.0
+MAX_SPEED = PENDULUM_MAX_SPEED
+MAX_TORQUE = PENDULUM_MAX_TORQUE
 DT = 0.05
 G = 10.0
 M = 1.0
 L = 1.0
-_HIGH = np.array([1.0, 1.0, MAX_SPEED], dtype=np.float32)
 
 
 def angle_normalize(x: torch.Tensor) -> torch.Tensor:
@@ -31,8 +33,7 @@ class Pendulum(TensorBatchEnv):
     default_max_episode_steps = 200
     reset_low = (-math.pi, -1.0)
     reset_high = (math.pi, 1.0)
-    single_observation_space = spaces.Box(-_HIGH, _HIGH, dtype=np.float32)
-    single_action_space = spaces.Box(-MAX_TORQUE, MAX_TORQUE, shape=(1,), dtype=np.float32)
+    single_observation_space, single_action_space = env_spaces(gym_id)
 
     def dynamics(
         self, state: torch.Tensor, actions: torch.Tensor
