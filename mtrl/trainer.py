@@ -26,7 +26,7 @@ from mtrl.actors.server import ReadyUnroll
 from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
-from mtrl.errors import UnknownEnvError, UserError
+from mtrl.errors import UserError
 from mtrl.final_eval import final_eval
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
@@ -65,7 +65,7 @@ class Trainer:
         env seeds so a resumed run does not replay the trajectories it already learned from."""
         self.cfg = cfg
         plugins = plugins or get_plugins()
-        self.specs: list[EnvSpec] = [_spec(plugins, t.env) for t in cfg.tasks]
+        self.specs: list[EnvSpec] = [plugins.env_spec(t.env) for t in cfg.tasks]
         self.names = [t.key for t in cfg.tasks]
         torch.set_num_threads(cfg.learner.torch_threads)
         trackers = tracker_factories(cfg, plugins)  # a bad tracker name fails before any work
@@ -452,15 +452,3 @@ class Trainer:
             if not keep_process_group:
                 self.ctx.destroy(wait_for_peers=sys.exc_info()[0] is None)
             self.ctx = None
-
-
-def _spec(plugins: Plugins, env_id: str) -> EnvSpec:
-    """The spec of ``env_id``; an unknown id's error says which plugin failed to load (a config
-    built in code skips the loader's check)."""
-    try:
-        return plugins.envs.get(env_id)
-    except UnknownEnvError as e:
-        note = plugins.unknown_env_note(env_id)
-        if note is None:
-            raise
-        raise UnknownEnvError(f"{e}; {note}") from None

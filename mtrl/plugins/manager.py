@@ -22,11 +22,11 @@ from typing import Any, Literal
 
 import pluggy
 
-from mtrl.errors import PluginUnavailable
+from mtrl.errors import PluginUnavailable, UnknownEnvError
 from mtrl.plugins import hookspecs
 from mtrl.plugins.registrar import EnvRegistrar
 from mtrl.plugins.scheduler_registrar import SchedulerRegistrar, SchedulerRegistry
-from mtrl.plugins.spec import EnvRegistry
+from mtrl.plugins.spec import EnvRegistry, EnvSpec
 from mtrl.plugins.tracker_registrar import TrackerRegistrar, TrackerRegistry
 
 ENTRY_POINT_GROUP = "mtrl"
@@ -84,6 +84,17 @@ class Plugins:
         line; None when it loaded."""
         info = self.infos.get(name)
         return None if info is None or info.status == "ok" else _failure_text(info)
+
+    def env_spec(self, env_id: str) -> EnvSpec:
+        """The spec of ``env_id``; an unknown id's error adds :meth:`unknown_env_note` (for a
+        config built in code, which skips the loader's check)."""
+        try:
+            return self.envs.get(env_id)
+        except UnknownEnvError as e:
+            note = self.unknown_env_note(env_id)
+            if note is None:
+                raise
+            raise UnknownEnvError(f"{e}; {note}") from None
 
     def unknown_env_note(self, env_id: str) -> str | None:
         """For an env id no plugin registered: ``note: ...`` naming the plugins that did not
