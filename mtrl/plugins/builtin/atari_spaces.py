@@ -5,7 +5,7 @@ Both Atari backends (gymnasium's ``ALE/<Game>-v5`` through ale-py's ``AtariVecto
 channel first, and each game's *minimal* action set. Reading that set otherwise means loading
 the game's ROM (about 0.2 s a game, 200+ games for ``mtrl envs``). The counts below are those
 ROMs' minimal action sets (ale-py 0.12 / envpool 1.2); a game not listed keeps its spaces
-found lazily by building one copy. ``tests/plugins/test_atari_spaces.py`` checks them against
+found lazily by building one copy. ``tests/plugins/test_envs_listing.py`` checks them against
 both backends.
 """
 
