@@ -1,7 +1,7 @@
 """mtrl's learning benchmark beside published single-task results, per task.
 
     .venv/bin/python benchmarks/vs_published.py docs/results/learning_minatar.json \\
-        benchmarks/published/minatar.yaml [--out-dir docs/results]
+        benchmarks/published/minatar.yaml [--at-frames 5000000] [--out-dir docs/results]
     # prints a markdown table, writes docs/results/vs_published_<name>.json
 
 The learning JSON is what ``benchmarks/learning.py`` wrote; the published file lists, per
@@ -11,12 +11,20 @@ training return (mean of the last 20 episodes, the figure closest to a moving av
 training returns) as the median and min–max over seeds, its greedy and stochastic evaluation
 of the final checkpoint (medians), mtrl's env steps on that game, and each source's score with
 the sources mtrl's median final return meets or beats counted per source.
+
+``--at-frames N`` compares at exactly the published budget instead: per seed and game, the
+training return (mean of the last 20 episodes) at the last logged record where that game had
+made at most N env steps (from each run's ``metrics.jsonl``), so a game that ran a little past
+N is not credited with the extra frames. Its median decides "at or above"; the final return
+stays in the table beside it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,25 +40,75 @@ def game_of(task: str) -> str:
     return task.rsplit("/", 1)[-1]
 
 
-def compare(learning: dict[str, Any], published: dict[str, Any]) -> dict[str, Any]:
+def return_at(records: list[dict[str, Any]], task: str, frames: int) -> tuple[float, int] | None:
+    """The task's logged training return and env steps at the last record where it had made at
+    most ``frames`` env steps (None when no such record has a return)."""
+    steps_key, ret_key = f"task/{task}/env_steps", f"task/{task}/return"
+    best = None
+    for rec in records:
+        steps, ret = rec.get(steps_key), rec.get(ret_key)
+        if steps is None or steps > frames or not isinstance(ret, int | float):
+            continue
+        if math.isfinite(ret) and (best is None or steps >= best[1]):
+            best = (float(ret), int(steps))
+    return best
+
+
+def returns_at(learning: dict[str, Any], frames: int) -> dict[str, list[tuple[float, int]]]:
+    """Per task, :func:`return_at` of every finished run (read from its ``metrics.jsonl``)."""
+    out: dict[str, list[tuple[float, int]]] = {task: [] for task in learning["summary"]}
+    for run in learning["runs"]:
+        if run.get("error"):
+            continue
+        path = Path(run["run_dir"]) / "metrics.jsonl"
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for task in out:
+            hit = return_at(records, task, frames)
+            if hit is not None:
+                out[task].append(hit)
+    return out
+
+
+def _stat(values: list[float]) -> dict[str, float]:
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def compare(
+    learning: dict[str, Any],
+    published: dict[str, Any],
+    at: dict[str, list[tuple[float, int]]] | None = None,
+    frames: int | None = None,
+) -> dict[str, Any]:
     """Per game: mtrl's figures over seeds and each source's score; per source: how many games
-    mtrl's median final return is at or above it, out of the games the source reports."""
+    mtrl's median final return — or, given ``at`` (:func:`returns_at` at ``frames``), its
+    median return at that budget — is at or above it, out of the games the source reports."""
     sources = published["sources"]
     games: dict[str, Any] = {}
     for task, summary in learning["summary"].items():
         game = game_of(task)
         steps = [r["tasks"][task]["env_steps"] for r in learning["runs"] if not r.get("error")]
-        final = summary["final"]["median"]
         if not any(game in src["scores"] for src in sources.values()):
             continue
+        figure = summary["final"]["median"]
+        at_budget = None
+        if at is not None and at.get(task):
+            at_budget = _stat([r for r, _ in at[task]])
+            at_budget["env_steps_max"] = max(s for _, s in at[task])
+            figure = at_budget["median"]
         games[game] = {
             "task": task,
             "final": summary["final"],
+            "at_frames": at_budget,
             "greedy": summary["greedy"]["median"],
             "stochastic": summary["stochastic"]["median"],
             "env_steps_max": max(steps) if steps else None,
             "published": {
-                key: {"score": src["scores"][game], "at_or_above": final >= src["scores"][game]}
+                key: {"score": src["scores"][game], "at_or_above": figure >= src["scores"][game]}
                 for key, src in sources.items()
                 if game in src["scores"]
             },
@@ -59,7 +117,7 @@ def compare(learning: dict[str, Any], published: dict[str, Any]) -> dict[str, An
     for key in sources:
         rows = [g["published"][key] for g in games.values() if key in g["published"]]
         wins[key] = {"at_or_above": sum(r["at_or_above"] for r in rows), "games": len(rows)}
-    return {"games": games, "wins": wins, "seeds": len(learning["runs"])}
+    return {"games": games, "wins": wins, "seeds": len(learning["runs"]), "at_frames": frames}
 
 
 def _fmt(x: float) -> str:
@@ -70,13 +128,21 @@ def _fmt(x: float) -> str:
 def markdown(result: dict[str, Any], sources: dict[str, Any]) -> str:
     """The comparison as a markdown table, one row per game and a last row of counts."""
     keys = list(sources)
-    head = ["game", "mtrl final (median [min, max])", "greedy", "stochastic", "env steps"]
+    frames = result.get("at_frames")
+    head = ["game"]
+    if frames:
+        head.append(f"mtrl at {frames / 1e6:g}M frames (median [min, max])")
+    head += ["mtrl final (median [min, max])", "greedy", "stochastic", "env steps"]
     head += [sources[k]["label"] for k in keys]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for game, g in result["games"].items():
-        f = g["final"]
-        row = [
-            game,
+        f, a = g["final"], g.get("at_frames")
+        row = [game]
+        if frames:
+            row.append(
+                "-" if a is None else f"{_fmt(a['median'])} [{_fmt(a['min'])}, {_fmt(a['max'])}]"
+            )
+        row += [
             f"{_fmt(f['median'])} [{_fmt(f['min'])}, {_fmt(f['max'])}]",
             _fmt(g["greedy"]),
             _fmt(g["stochastic"]),
@@ -87,7 +153,8 @@ def markdown(result: dict[str, Any], sources: dict[str, Any]) -> str:
             row.append("-" if p is None else f"{p['score']:g}" + (" ✓" if p["at_or_above"] else ""))
         lines.append("| " + " | ".join(row) + " |")
     counts = [f"{result['wins'][k]['at_or_above']}/{result['wins'][k]['games']}" for k in keys]
-    lines.append("| mtrl at or above | | | | | " + " | ".join(counts) + " |")
+    blanks = "| " * (len(head) - len(keys) - 1)
+    lines.append("| mtrl at or above " + blanks + "| " + " | ".join(counts) + " |")
     return "\n".join(lines)
 
 
@@ -95,11 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("learning_json", type=Path)
     ap.add_argument("published", type=Path)
+    ap.add_argument("--at-frames", type=int, help="compare at this many env steps per game")
     ap.add_argument("--out-dir", type=Path, default=None)
     args = ap.parse_args(argv)
     learning = json.loads(args.learning_json.read_text())
     published = yaml.safe_load(args.published.read_text())
-    result = compare(learning, published)
+    at = returns_at(learning, args.at_frames) if args.at_frames else None
+    result = compare(learning, published, at, args.at_frames)
     print(markdown(result, published["sources"]))
     payload = {
         "benchmark": "vs_published",

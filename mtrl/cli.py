@@ -81,6 +81,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Validate configs; one line per problem with file, line and YAML path."""
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
+    from mtrl.scheduler.budget_check import weight_notes
 
     plugins = get_plugins()
     ids = plugins.envs.ids()
@@ -103,6 +104,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         tasks = ", ".join(t.key for t in cfg.tasks)
         print(f"{path}: ok ({len(cfg.tasks)} tasks: {tasks})")
+        for note in weight_notes(cfg):
+            print(f"{path}: warning: {note}")
     return EXIT_USER_ERROR if failed else 0
 
 
@@ -140,6 +143,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
     from mtrl.run_state import NothingToDo
+    from mtrl.scheduler.budget_check import weight_notes
     from mtrl.trainer import Trainer
 
     if args.nproc is not None and "WORLD_SIZE" not in os.environ:
@@ -173,6 +177,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides["seed"] = args.seed
         if overrides:
             cfg = cfg.model_validate({**cfg.model_dump(), **overrides})
+        for note in weight_notes(cfg):
+            print(f"WARNING: {note}")
         trainer = Trainer(cfg, plugins)
     received: list[int] = []
 

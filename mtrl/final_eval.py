@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,12 @@ from mtrl.evaluate import evaluate_model
 from mtrl.progress import TaskResult
 
 if TYPE_CHECKING:
-    from mtrl.trainer import Trainer
+    import torch
+
+    from mtrl.actors.faults import TaskFaults
+    from mtrl.config import ExperimentConfig
+    from mtrl.learner.distributed import DistContext
+    from mtrl.plugins import EnvSpec
 
 #: Batch steps allowed per episode of the final evaluation (Atari's 108k frames / 4).
 MAX_STEPS_PER_EPISODE = 27_000
@@ -47,14 +53,22 @@ class FinalEval:
         ]
 
 
-def final_eval(trainer: Trainer, record: dict[str, float]) -> FinalEval:
-    """Evaluate ``trainer``'s model greedily (rank 0 only; nothing when the config says 0) and
-    add ``eval/<task>/greedy_return`` of each evaluated task to ``record`` (the last one)."""
-    cfg, names = trainer.cfg, trainer.names
+def final_eval(
+    cfg: ExperimentConfig,
+    model: torch.nn.Module,
+    specs: Sequence[EnvSpec],
+    names: Sequence[str],
+    faults: Sequence[TaskFaults],
+    record: dict[str, float],
+    ctx: DistContext,
+) -> FinalEval:
+    """Evaluate ``model`` greedily (on the main rank only; nothing when the config says 0) and
+    add ``eval/<task>/greedy_return`` of each evaluated task to ``record`` (the last one).
+    ``faults`` are the actor pool's per-task fault records, in task order."""
     episodes = cfg.tracking.final_eval_episodes
-    if episodes == 0 or not trainer.ctx.is_main:
+    if episodes == 0 or not ctx.is_main:
         return FinalEval()
-    if trainer.ctx.distributed and cfg.learner.parallel.model_parallel != "none":
+    if ctx.distributed and cfg.learner.parallel.model_parallel != "none":
         print(
             "greedy eval skipped: the model is split over the ranks "
             f"(model_parallel: {cfg.learner.parallel.model_parallel}); "
@@ -62,15 +76,15 @@ def final_eval(trainer: Trainer, record: dict[str, float]) -> FinalEval:
         )
         return FinalEval()
     out = FinalEval(episodes)
-    for i, faults in enumerate(trainer.pool.faults):
-        if faults.faults or faults.quarantined:
+    for i, task_faults in enumerate(faults):
+        if task_faults.faults or task_faults.quarantined:
             print(f"greedy eval skipped for {names[i]}: its envs failed in training")
             continue
         try:
             (result,) = evaluate_model(
-                trainer.model,
+                model,
                 cfg,
-                trainer.specs,
+                specs,
                 [i],
                 episodes=episodes,
                 modes=("greedy",),

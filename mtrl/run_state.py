@@ -1,24 +1,46 @@
 """What a checkpoint of a training run holds, and how a run continues from one.
 
-:func:`capture` turns a :class:`~mtrl.trainer.Trainer` into plain data (model, optimiser,
-PopArt statistics, per-task counters, actors per task, RNG states, the config) that loads
-with ``torch.load(weights_only=True)``; :func:`restore` puts it back. Storage — atomic writes,
-keep-last-N, corrupt-file fallback — is :mod:`mtrl.checkpoint`'s job.
+:func:`capture` turns a trainer into plain data (model, optimiser, PopArt statistics, per-task
+counters, actors per task, RNG states, the config) that loads with
+``torch.load(weights_only=True)``; :func:`restore` puts it back. The trainer is anything shaped
+like :class:`Resumable` (in practice :class:`mtrl.trainer.Trainer`, which imports this module,
+never the other way round). Storage — atomic writes, keep-last-N, corrupt-file fallback — is
+:mod:`mtrl.checkpoint`'s job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mtrl.checkpoint import capture_rng_state, checkpoint_step, load_latest, restore_rng_state
 from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
 from mtrl.errors import MtrlError
 
 if TYPE_CHECKING:
+    import torch
+
     from mtrl.plugins import Plugins
-    from mtrl.trainer import Trainer
+    from mtrl.progress import TaskProgress
+
+
+class Resumable(Protocol):
+    """What :func:`capture` reads from and :func:`restore` writes into a trainer."""
+
+    cfg: ExperimentConfig
+    learner: Any
+    """Has ``state_dict``/``load_state_dict`` and ``version``."""
+    model: torch.nn.Module
+    pool: Any
+    """Has ``publish(model, version)`` and ``actors_per_task()`` (``set_actors`` if it can)."""
+    updates: int
+    elapsed_before: float
+    progress: Sequence[TaskProgress]
+
+    @property
+    def env_steps(self) -> int: ...
 
 
 class NothingToDo(MtrlError):
@@ -35,7 +57,7 @@ def checkpoint_due(ck: CheckpointConfig, steps_since: int, seconds_since: float)
     )
 
 
-def capture(trainer: Trainer, elapsed: float) -> dict[str, Any]:
+def capture(trainer: Resumable, elapsed: float) -> dict[str, Any]:
     """The trainer's state after ``elapsed`` seconds of this session."""
     return {
         "config": trainer.cfg.model_dump(mode="json"),
@@ -59,7 +81,7 @@ def capture(trainer: Trainer, elapsed: float) -> dict[str, Any]:
     }
 
 
-def restore(trainer: Trainer, state: dict[str, Any]) -> None:
+def restore(trainer: Resumable, state: dict[str, Any]) -> None:
     """Load :func:`capture`'s output into a freshly built trainer of the same config."""
     trainer.learner.load_state_dict(state["learner"])
     trainer.pool.publish(trainer.model, trainer.learner.version)

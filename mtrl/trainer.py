@@ -80,7 +80,15 @@ class Trainer:
         seed_offset += 7919 * self.ctx.rank * max(t.num_envs for t in cfg.tasks)
         self.pool: Any = None
         self.tracker: Any = None
-        self.queue = UnrollQueue(len(cfg.tasks), cfg.scheduler.max_hold_s)
+        sc = cfg.scheduler
+        self.queue = UnrollQueue(
+            len(cfg.tasks),
+            sc.max_hold_s,
+            weights=[t.weight for t in cfg.tasks],
+            hold=sc.share_gate,
+            max_loss_weight=sc.max_loss_weight if sc.loss_weights else None,
+        )
+        self._capped_said: set[int] = set()
         serial = cfg.actors.mode == "serial"
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
         self.anakin: list[AnakinRunner] = []
@@ -133,7 +141,6 @@ class Trainer:
                 inference = InferenceModel(self.model, shared=True)
                 self.pool = SerialPool(actor_tasks, envs, unroll, inference)
             else:
-                sc = cfg.scheduler
                 self.pool = ParallelPool(
                     actor_tasks,
                     unroll,
@@ -227,7 +234,9 @@ class Trainer:
         seconds = time.perf_counter() - start
         if ck.enabled and (self.run_dir is not None or self.ctx.distributed):
             self.save_checkpoint(seconds)  # every replica: a sharded learner's state is gathered
-        final = final_eval(self, metrics)  # rank 0, after the save: eval/<task>/greedy_return
+        final = final_eval(  # rank 0, after the save: eval/<task>/greedy_return
+            self.cfg, self.model, self.specs, self.names, self.pool.faults, metrics, self.ctx
+        )
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
         steps, results = self.run_env_steps, final.apply(self.results())
         return TrainResult(
@@ -299,12 +308,13 @@ class Trainer:
         # Replicas agree on the steps of their last joint decision: their step sizes match.
         steps = self.total_env_steps if self.ctx.distributed else self.env_steps
         self.learner.set_progress(steps / self.cfg.total_env_steps)
+        self.queue.weigh(batches)
         metrics = self.learner.update(batches)
         self.updates += 1
         for b in batches:
             self.progress[b.task].samples += b.num_samples
             self.rebalancer.observe_delivered(b.task, b.num_samples)
-        self.queue.delivered([(b.task, b.num_samples) for b in batches])
+        self.queue.delivered([(b.task, b.num_steps) for b in batches])
         if not copied:
             for ru in pending:
                 self.pool.release(ru)
@@ -335,10 +345,8 @@ class Trainer:
             )
 
     def _set_share_targets(self, shares: list[float | None]) -> None:
-        """Govern the tasks that have a target share (only the rebalancer's actor tasks do) and
-        actors running."""
-        if not self.cfg.scheduler.share_gate:
-            return
+        """Target shares for the gate and the loss weights: the tasks that have one (only the
+        rebalancer's actor tasks do) and actors running."""
         actors = self.pool.actors_per_task()
         self.queue.set_targets([s if actors[i] > 0 else None for i, s in enumerate(shares)])
 
@@ -384,6 +392,9 @@ class Trainer:
             **self.learner.pop_diagnostics(),  # per-task means since the last record
         }
         record.update(self.queue.share_metrics(self.names))
+        for i in set(self.queue.capped()) - self._capped_said:
+            self._capped_said.add(i)
+            print(f"WARNING: {self.queue.capped_message(i, self.names[i])}")
         faults = [f.as_metrics() for f in self.pool.faults]
         record.update(
             task_metrics(self.results(), self.progress, faults, self.pool.actors_per_task())

@@ -1,9 +1,17 @@
-"""Unrolls waiting for the learner, and which of them the next update takes.
+"""Unrolls waiting for the learner, which of them the next update takes, and how much each
+task's loss weighs.
 
 Every unroll an actor hands over waits here until an update uses it; its slot stays the
 learner's until then. Without share targets every waiting unroll goes into the next update.
 With them (``balanced``, ``progress``; see :mod:`mtrl.scheduler.admission`) the share gate
-picks, and unrolls of tasks ahead of their share keep waiting, at most ``max_hold_s``.
+picks, and unrolls of tasks ahead of their share may wait, at most ``max_hold_s`` — but only
+while the learner has other work: the gate is work-conserving, so when the admitted unrolls
+cannot fill a batch the held ones fill it (least ahead first) rather than leave the learner
+and the held actors' cores idle.
+
+What the gate cannot fix by choosing, the loss weights do
+(:mod:`mtrl.scheduler.loss_weights`): each task's loss is scaled by target share / recent data
+share, so the weights (or the adaptive policy's shares) are met in every policy, gate or not.
 """
 
 from __future__ import annotations
@@ -14,18 +22,48 @@ from collections.abc import Sequence
 import numpy as np
 
 from mtrl.actors.server import ReadyUnroll
-from mtrl.scheduler.admission import ShareGate, Waiting
+from mtrl.learner.batch import TaskBatch
+from mtrl.scheduler.admission import WINDOW_DECAY, ShareGate, Waiting
+from mtrl.scheduler.loss_weights import capped_tasks, effective_shares, loss_weights
+
+#: Updates before a capped loss weight is reported: the window must hold more than warm-up.
+CAPPED_AFTER_UPDATES = 100
 
 
 class UnrollQueue:
-    """The waiting unrolls, in arrival order, with the share gate that admits them."""
+    """The waiting unrolls, in arrival order, the share gate that admits them and the
+    per-task loss weights of each update."""
 
-    def __init__(self, num_tasks: int, max_hold_s: float) -> None:
+    def __init__(
+        self,
+        num_tasks: int,
+        max_hold_s: float,
+        *,
+        weights: Sequence[float] | None = None,
+        hold: bool = True,
+        max_loss_weight: float | None = None,
+    ) -> None:
+        """``weights``: the tasks' configured weights (target shares where no policy sets
+        one); ``hold``: whether the gate may hold unrolls (``scheduler.share_gate``);
+        ``max_loss_weight``: cap of the loss weights, None for no loss weighting."""
         self.gate = ShareGate(num_tasks, max_hold_s)
+        self.hold = hold
+        self.max_loss_weight = max_loss_weight
+        w = np.ones(num_tasks) if weights is None else np.asarray(weights, dtype=float)
+        self.weight_shares = w / w.sum()
+        self.loss_targets = self.weight_shares.copy()
+        """Target share per task for the loss weights: the policy's share, else the weight's."""
+        self.last_weights = np.ones(num_tasks)
+        self.last_counts = np.zeros(num_tasks)
+        self.updates = 0
         self._waiting: list[tuple[ReadyUnroll, float]] = []  # (unroll, arrival time)
         self.overdue = 0
         """Governed unrolls let in only because they waited ``max_hold_s``: a task the gate
         waits for is not producing (too few actors, hung, restarting)."""
+        self.filled = 0
+        """Held unrolls let in because the admitted ones could not fill a batch (the gate does
+        not idle the learner): the actors cannot produce the target mix, the loss weights
+        make up the difference."""
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -43,11 +81,13 @@ class UnrollQueue:
 
     def take(self, min_columns: int) -> list[ReadyUnroll] | None:
         """The admitted unrolls if they hold at least ``min_columns`` env columns (they leave
-        the queue), else None (all keep waiting)."""
-        if self.gate.open:
-            chosen = list(range(len(self._waiting)))
-            late = 0
-        else:
+        the queue); when the admitted ones fall short, held ones fill the batch, least ahead
+        of its share first; None (all keep waiting) when even all of them fall short."""
+        columns = [ru.buffer.num_envs for ru, _ in self._waiting]
+        if sum(columns) < min_columns:
+            return None
+        chosen, late = list(range(len(self._waiting))), 0
+        if not self.gate.open:
             now = time.monotonic()
             waiting = [
                 Waiting(ru.task, ru.buffer.num_envs * ru.buffer.length, now - t)
@@ -55,8 +95,10 @@ class UnrollQueue:
             ]
             chosen = self.gate.admit(waiting)
             late = self.gate.overdue(waiting, chosen)
-        if sum(self._waiting[k][0].buffer.num_envs for k in chosen) < min_columns:
-            return None
+            held = [k for k in self.gate.by_need(waiting) if k not in set(chosen)]
+            while sum(columns[k] for k in chosen) < min_columns and held:
+                chosen.append(held.pop(0))
+                self.filled += 1
         self.overdue += late
         taken = set(chosen)
         out = [self._waiting[k][0] for k in chosen]
@@ -69,25 +111,69 @@ class UnrollQueue:
         self._waiting = []
         return out
 
+    def weigh(self, batches: Sequence[TaskBatch]) -> None:
+        """Set each batch's ``loss_weight`` from the recent window with this update's data in
+        it (nothing when loss weighting is off)."""
+        if self.max_loss_weight is None:
+            return
+        counts = self.gate.counts * WINDOW_DECAY
+        for b in batches:
+            counts[b.task] += b.num_steps
+        self.last_counts = counts
+        self.last_weights = loss_weights(counts, self.loss_targets, self.max_loss_weight)
+        for b in batches:
+            b.loss_weight = float(self.last_weights[b.task])
+
+    def capped(self) -> list[int]:
+        """Tasks whose loss weight hit the cap in the last update (too little data to meet
+        their target share by weighting)."""
+        if self.max_loss_weight is None or self.updates < CAPPED_AFTER_UPDATES:
+            return []
+        return capped_tasks(self.last_counts, self.loss_targets, self.max_loss_weight)
+
+    def capped_message(self, task: int, name: str) -> str:
+        """Why task ``task`` (:meth:`capped`) misses its target share, and what to change."""
+        counts, cap = self.last_counts, self.max_loss_weight
+        targets = self.loss_targets / self.loss_targets.sum()
+        effective = effective_shares(counts, self.last_weights)
+        return (
+            f"task {name!r} gets {counts[task] / counts.sum():.1%} of the learner's data against "
+            f"a target share of {targets[task]:.1%}; its loss weight is capped at {cap:g} "
+            f"(scheduler.max_loss_weight), so it has {effective[task]:.1%} of the learning "
+            f"signal. Give it more data: more actors (scheduler.num_actors, with policy "
+            f"balanced) or more envs (tasks[{task}].num_envs), or lower its weight"
+        )
+
     def delivered(self, samples_per_task: Sequence[tuple[int, int]]) -> None:
-        """An update consumed these ``(task, samples)`` (Anakin batches included)."""
+        """An update consumed these ``(task, env steps)`` (Anakin batches included)."""
         self.gate.delivered(samples_per_task)
+        self.updates += 1
 
     def set_targets(self, shares: Sequence[float | None]) -> None:
-        """Target data share per task; None leaves a task ungoverned."""
-        self.gate.set_targets(shares)
+        """Target data share per task; None leaves a task ungoverned by the gate (its loss
+        weight then aims at its weight share)."""
+        if self.hold:
+            self.gate.set_targets(shares)
+        self.loss_targets = np.array(
+            [self.weight_shares[i] if s is None else float(s) for i, s in enumerate(shares)]
+        )
 
     def share_metrics(self, names: Sequence[str]) -> dict[str, float]:
-        """Each governed task's target share and its share of the gate's recent window."""
+        """Each task's target share, its share of the recent data and — with loss weighting —
+        its loss weight and effective share of the learning signal; the gate's counters."""
         gate = self.gate
-        if gate.open:
-            return {}
-        governed = ~np.isnan(gate.targets)
-        total = gate.counts[governed].sum()
-        target_sum = gate.targets[governed].sum()
-        out = {"scheduler/overdue_unrolls": float(self.overdue)}
-        for i in np.flatnonzero(governed):
-            out[f"scheduler/{names[i]}/target_share"] = float(gate.targets[i] / target_sum)
+        out: dict[str, float] = {}
+        if not gate.open:
+            out["scheduler/overdue_unrolls"] = float(self.overdue)
+            out["scheduler/filled_unrolls"] = float(self.filled)
+        total = gate.counts.sum()
+        targets = self.loss_targets / self.loss_targets.sum()
+        effective = effective_shares(gate.counts, self.last_weights)
+        for i, name in enumerate(names):
+            out[f"scheduler/{name}/target_share"] = float(targets[i])
             if total > 0:
-                out[f"scheduler/{names[i]}/recent_share"] = float(gate.counts[i] / total)
+                out[f"scheduler/{name}/recent_share"] = float(gate.counts[i] / total)
+                if self.max_loss_weight is not None:
+                    out[f"scheduler/{name}/loss_weight"] = float(self.last_weights[i])
+                    out[f"scheduler/{name}/effective_share"] = float(effective[i])
         return out

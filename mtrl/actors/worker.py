@@ -9,8 +9,9 @@ into the slot. A full slot is announced with ``UNROLL`` and belongs to the learn
 
 Faults: an exception (env build, reset or step) is sent as ``FAULT(kind, text)`` with the
 innermost traceback line before the worker returns; ``kind`` is ``nan`` for non-finite env
-output (:class:`~mtrl.actors.runner.NonFiniteError`), else ``raise``. A worker process ignores
-SIGINT (a Ctrl-C reaches the whole process group; the trainer owns shutdown) and has
+output (:class:`~mtrl.actors.runner.NonFiniteError`), ``hang`` for a ``TimeoutError`` (an env
+that timed out a step itself, as an external simulation does), else ``raise``. A worker process
+ignores SIGINT (a Ctrl-C reaches the whole process group; the trainer owns shutdown) and has
 :mod:`faulthandler` on, so a segfaulting env leaves its Python stack on stderr.
 """
 
@@ -49,6 +50,15 @@ class ActorSpec:
     layout: ArenaLayout
     num_slots: int
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def fault_kind(e: BaseException) -> str:
+    """The fault kind an env's exception counts as: ``nan`` for non-finite output, ``hang`` for
+    a step that timed out inside the env (an external simulation past its own step timeout:
+    any ``TimeoutError``), else ``raise``."""
+    if isinstance(e, NonFiniteError):
+        return "nan"
+    return "hang" if isinstance(e, TimeoutError) else "raise"
 
 
 def slot_arrays(arrays: dict, slot: int) -> dict:
@@ -106,7 +116,7 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
         if where is not None:
             text += f" (at {where.filename}:{where.lineno})"
         with contextlib.suppress(OSError):
-            conn.send_bytes(P.fault("nan" if isinstance(e, NonFiniteError) else "raise", text))
+            conn.send_bytes(P.fault(fault_kind(e), text))
     finally:
         if env is not None:
             with contextlib.suppress(Exception):

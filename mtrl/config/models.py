@@ -25,6 +25,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from mtrl.names import unknown_env_message, unknown_tracker_message
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -71,10 +73,6 @@ class TaskConfig(_Model):
 
 
 def _unknown_env(env_id: str, known: Any) -> str:
-    # Lazy import keeps this module free of the plugin layer at import time; the helper is a
-    # pure function over strings.
-    from mtrl.plugins.spec import unknown_env_message
-
     return unknown_env_message(env_id, known)
 
 
@@ -112,9 +110,16 @@ class SchedulerConfig(_Model):
     so solved tasks are not forgotten."""
     share_gate: bool = True
     """With a policy that sets target data shares (``balanced``, ``progress``), the learner
-    holds back unrolls of a task ahead of its target by more than one unroll; its actors wait
-    on full slots, leaving the cores to the tasks behind. Shares then track the targets below
-    the resolution of whole actors. Off: every unroll goes in on arrival."""
+    holds back unrolls of a task ahead of its target by more than one unroll while it has other
+    data for its next update (never idling the learner); its actors wait on full slots, leaving
+    the cores to the tasks behind. Off: every unroll goes in on arrival."""
+    loss_weights: bool = True
+    """Scale each task's loss by target share / recent data share, so every task's share of
+    the learning signal meets its ``weight`` (or the adaptive policy's share) in every policy,
+    gate or not. Off: a task weighs as much as the data its actors deliver."""
+    max_loss_weight: float = Field(default=4.0, ge=1.0)
+    """Cap of a loss weight (and floor ``1 / cap``): a task whose data share is more than this
+    many times below its target stays below it, and the run says so (give it actors or envs)."""
     max_hold_s: PositiveFloat = 5.0
     """Longest an unroll waits at the share gate (bounds its policy lag, and a task that stops
     producing cannot stall the others)."""
@@ -289,8 +294,6 @@ def _tracker_exists(name: str, info: ValidationInfo) -> str:
     # is known to this module, so names are taken on trust.
     known = (info.context or {}).get("tracker_names")
     if known is not None and name not in known:
-        from mtrl.plugins.tracker_registrar import unknown_tracker_message
-
         raise PydanticCustomError(
             "unknown_tracker", "{message}", {"message": unknown_tracker_message(name, known)}
         )

@@ -28,10 +28,19 @@ class TaskBatch:
     truncated: torch.Tensor  # [T, N] bool
     valid: torch.Tensor  # [T, N] bool; false on reset steps
     policy_version: int
+    loss_weight: float = 1.0
+    """Multiplies this batch's loss (policy, value and entropy terms): the trainer's per-task
+    weight that turns the data mix into the target mix (:mod:`mtrl.scheduler.loss_weights`)."""
 
     @property
     def num_samples(self) -> int:
+        """Steps that enter the loss (reset steps excluded)."""
         return int(self.valid.sum())
+
+    @property
+    def num_steps(self) -> int:
+        """Env steps the batch holds, ``T x N``: its size as data, whatever the resets."""
+        return int(self.valid.numel())
 
 
 def task_batch(source: Any, device: torch.device | str) -> TaskBatch:

@@ -182,9 +182,10 @@ class Learner:
             target = (p["vt"].vs - mu[k]) / sigma[k]
             adv = p["vt"].pg_advantages / sigma[k]
             entropy = dist.entropy()
-            pg = -(p["logp"] * adv * mask).sum()
-            v = 0.5 * ((n_pred - target) ** 2 * mask).sum()
-            ent = (entropy * mask).sum()
+            weight = batch.loss_weight
+            pg = -(p["logp"] * adv * mask).sum() * weight
+            v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight
+            ent = (entropy * mask).sum() * weight
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
             p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * ent
             gaussian = isinstance(dist, DiagGaussian)

@@ -9,13 +9,13 @@ noun, the callable's arguments and the spec type.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from mtrl.errors import PluginError
+from mtrl.names import unknown_name_message
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
 
@@ -26,16 +26,6 @@ class Spec(Protocol):
 
 
 S = TypeVar("S", bound=Spec)
-
-
-def unknown_name_message(noun: str, name: str, known: Any, none: str = "(none)") -> str:
-    """``unknown <noun> 'balanced2'; did you mean 'balanced'?`` (or the list of known names)."""
-    known = sorted(known)
-    hint = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    msg = f"unknown {noun} {name!r}"
-    if hint:
-        return f"{msg}; did you mean {hint[0]!r}?"
-    return f"{msg}; known: {', '.join(known) or none}"
 
 
 class NamedRegistry(Generic[S]):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from mtrl.errors import EnvKwargsError, PluginError, UnknownEnvError
+from mtrl.names import unknown_env_message
 from mtrl.plugins.batch_env import BatchEnv
 
 #: ``make(num_envs, seed, **env_kwargs) -> BatchEnv``
@@ -126,29 +126,3 @@ class EnvRegistry:
             return self._specs[env_id]
         except KeyError:
             raise UnknownEnvError(unknown_env_message(env_id, self._specs)) from None
-
-
-def suggest_env_ids(env_id: str, known: Any, n: int = 3) -> list[str]:
-    """Closest known ids: by the whole id, and by the name when the namespace was left out."""
-    known = list(known)
-    hits = difflib.get_close_matches(env_id, known, n=n, cutoff=0.85)
-    by_name: dict[str, list[str]] = {}
-    for k in known:
-        by_name.setdefault(k.split("/", 1)[-1].lower(), []).append(k)
-    exact = by_name.get(env_id.lower(), [])
-    close_names = difflib.get_close_matches(env_id.lower(), list(by_name), n=n, cutoff=0.75)
-    for name in close_names:
-        for k in by_name[name]:
-            if k not in hits:
-                hits.append(k)
-    return list(dict.fromkeys(exact + hits))[:n]
-
-
-def unknown_env_message(env_id: str, known: Any) -> str:
-    hint = suggest_env_ids(env_id, known)
-    msg = f"unknown env id {env_id!r}"
-    if hint:
-        msg += "; did you mean " + " or ".join(repr(h) for h in hint) + "?"
-    else:
-        msg += "; `mtrl envs` lists the ids of installed plugins"
-    return msg

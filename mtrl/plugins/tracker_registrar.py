@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mtrl.errors import UserError
-from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry, unknown_name_message
+from mtrl.names import NO_TRACKERS
+from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 
 
 class UnknownTrackerError(UserError, KeyError):
@@ -36,12 +37,7 @@ class TrackerRegistry(NamedRegistry[TrackerSpec]):
 
     noun = "tracker"
     unknown_error = UnknownTrackerError
-    none_known = "(none installed)"
-
-
-def unknown_tracker_message(name: str, known: Any) -> str:
-    """``unknown tracker 'mlflw'; did you mean 'mlflow'?`` (or the list of known names)."""
-    return unknown_name_message("tracker", name, known, TrackerRegistry.none_known)
+    none_known = NO_TRACKERS
 
 
 class TrackerRegistrar(NamedRegistrar[TrackerSpec]):

@@ -4,9 +4,11 @@ A policy that sets target data shares (``balanced``, ``progress``) moves *whole 
 whole actor is a coarse unit: with a few actors over tasks whose step costs differ 10x, the
 cheapest task's single actor may still deliver several times its share. The gate closes that
 gap at the learner: an unroll of a task that is ahead of its target share by more than one
-unroll waits, holding its slot. An actor whose slots are all held blocks, which on shared cores
-hands its CPU to the tasks that are behind — so the shares the learner sees track the targets,
-and the time the held actor would have spent runs the tasks that need it.
+unroll waits, holding its slot, while the learner has enough other data for its next update.
+An actor whose slots are all held blocks, which on shared cores hands its CPU to the tasks that
+are behind. The gate never idles the learner: when the admitted unrolls cannot fill a batch,
+held ones fill it in :func:`by_need` order (the trainer's queue does that), and the per-task
+loss weights (:mod:`mtrl.scheduler.loss_weights`) make up what the data mix still misses.
 
 Shares are counted over a decaying window of recent updates, so an imbalance during warm-up
 is not paid back for the rest of the run. An unroll held longer than ``max_hold_s`` goes in
@@ -80,6 +82,25 @@ def admit(
     return chosen
 
 
+def by_need(waiting: Sequence[Waiting], counts: np.ndarray, targets: np.ndarray) -> list[int]:
+    """Indices into ``waiting``, the unrolls of the tasks furthest behind their target share
+    first (ungoverned tasks count as furthest behind), arrival order on ties: the order in
+    which held unrolls fill a batch the admitted ones cannot. Pure: no state."""
+    counts = np.asarray(counts, dtype=float)
+    targets = np.asarray(targets, dtype=float)
+    governed = ~np.isnan(targets)
+    share = np.where(governed, np.nan_to_num(targets), 0.0)
+    if share.sum() > 0:
+        share = share / share.sum()
+    total = counts[governed].sum()
+
+    def behind(k: int) -> float:
+        task = waiting[k].task
+        return share[task] * total - counts[task] if governed[task] else np.inf
+
+    return sorted(range(len(waiting)), key=lambda k: (-behind(k), k))
+
+
 class ShareGate:
     """The decaying window of delivered samples and the current targets; see :func:`admit`."""
 
@@ -100,6 +121,9 @@ class ShareGate:
 
     def admit(self, waiting: Sequence[Waiting]) -> list[int]:
         return admit(waiting, self.counts, self.targets, self.max_hold_s)
+
+    def by_need(self, waiting: Sequence[Waiting]) -> list[int]:
+        return by_need(waiting, self.counts, self.targets)
 
     def overdue(self, waiting: Sequence[Waiting], chosen: Sequence[int]) -> int:
         """How many of the ``chosen`` unrolls of governed tasks went in only for their wait."""

@@ -108,12 +108,3 @@ def finite_or_none(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
-
-
-def __getattr__(name: str) -> Any:
-    # ConsoleSink moved to mtrl.tracking.console.PlainConsole; the old name keeps working.
-    if name == "ConsoleSink":
-        from mtrl.tracking.console import PlainConsole
-
-        return PlainConsole
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

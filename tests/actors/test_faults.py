@@ -409,3 +409,14 @@ def test_an_actor_waiting_for_the_learner_is_not_hung() -> None:
     finally:
         pool.close()
     assert held == 2 and pool.faults[0].faults == 0, pool.faults[0].last_error
+
+
+def test_fault_kinds_of_env_exceptions() -> None:
+    from mtrl.actors.worker import fault_kind
+
+    class SimTimeout(RuntimeError, TimeoutError):
+        """As an external simulation's step timeout is."""
+
+    assert fault_kind(NonFiniteError("x")) == "nan"
+    assert fault_kind(SimTimeout("no reply in 120 s")) == "hang"
+    assert fault_kind(ValueError("bad action")) == "raise"

@@ -69,3 +69,32 @@ def test_table_and_the_shipped_published_file() -> None:
     table = vp.markdown(vp.compare(LEARNING, published), published["sources"])
     assert "| breakout | 12 [11, 13] |" in table
     assert table.splitlines()[-1].startswith("| mtrl at or above |")
+
+
+def test_return_at_takes_the_last_record_within_the_budget() -> None:
+    key = "minatar/breakout"
+    records = [
+        {f"task/{key}/env_steps": 1_000, f"task/{key}/return": 2.0},
+        {f"task/{key}/env_steps": 4_900, f"task/{key}/return": float("nan")},
+        {f"task/{key}/env_steps": 4_800, f"task/{key}/return": 9.0},
+        {f"task/{key}/env_steps": 5_100, f"task/{key}/return": 30.0},
+        {"task/other/env_steps": 10},
+    ]
+    assert vp.return_at(records, key, 5_000) == (9.0, 4_800)
+    assert vp.return_at(records, key, 500) is None
+
+
+def test_at_frames_return_decides_and_final_stays_beside_it() -> None:
+    at = {"minatar/breakout": [(9.0, 4_990_000), (11.0, 5_000_000)]}
+    result = vp.compare(LEARNING, PUBLISHED, at, 5_000_000)
+    breakout = result["games"]["breakout"]
+    assert breakout["at_frames"]["median"] == 10.0
+    assert breakout["at_frames"]["env_steps_max"] == 5_000_000
+    assert breakout["final"]["median"] == 12.0
+    assert breakout["published"]["a"]["at_or_above"] is True  # 10 >= 10
+    assert breakout["published"]["b"]["at_or_above"] is False
+    # a game with no record within the budget falls back to its final return
+    assert result["games"]["freeway"]["at_frames"] is None
+    table = vp.markdown(result, PUBLISHED["sources"])
+    assert "at 5M frames" in table
+    assert all(line.count("|") == table.splitlines()[0].count("|") for line in table.splitlines())

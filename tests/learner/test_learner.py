@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -160,3 +162,16 @@ def test_both_optimisers_step(optimizer: str) -> None:
     assert any(
         not torch.equal(a, p) for a, p in zip(before, learner.model.parameters(), strict=True)
     )
+
+
+def test_loss_weight_scales_its_tasks_policy_value_and_entropy_terms() -> None:
+    learner = _learner(popart={"enabled": False})
+    b0, b1 = _batch(0, 1.0, 1), _batch(1, 1.0, 2)
+
+    def sums(batches: list[TaskBatch]) -> torch.Tensor:
+        with torch.no_grad():
+            _, parts = learner._forward(batches)
+            return torch.stack(learner._loss_sums(parts)[0])
+
+    weighted = sums([b0, dataclasses.replace(b1, loss_weight=3.0)])
+    torch.testing.assert_close(weighted, sums([b0]) + 3.0 * sums([b1]))
