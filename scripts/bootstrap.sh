@@ -54,10 +54,10 @@ contrib=()
 for p in plugins_contrib/*/pyproject.toml; do
   [ -e "$p" ] && contrib+=(-e "$(dirname "$p")")
 done
-step 3 "installing mtrl[all,test,bench] and $((${#contrib[@]} / 2)) plugins_contrib packages" \
+step 3 "installing mtrl[all,external,test,bench] and $((${#contrib[@]} / 2)) plugins_contrib packages" \
   "(first time: minutes)"
 s=$SECONDS
-pip_install -e ".[all,test,bench]" "${contrib[@]}"
+pip_install -e ".[all,external,test,bench]" "${contrib[@]}"
 took $s
 
 step 4 "checking the install"

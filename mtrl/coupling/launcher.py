@@ -1,0 +1,112 @@
+"""A tiny launcher that ties a simulation's whole process tree to the process that started it.
+
+Run as a script (standard library only, so it starts in milliseconds)::
+
+    python launcher.py PARENT_PID GRACE_S -- command args...
+
+It makes itself a child subreaper (every descendant that loses its parent, such as MPI ranks
+whose ``mpiexec`` died, is re-parented to it), asks the kernel for SIGTERM when its parent dies
+(``PR_SET_PDEATHSIG``; it also polls ``getppid`` in case the parent died first), and runs the
+command in its own process group. It ends when the command ends, when its parent dies, or on
+SIGTERM/SIGINT/SIGHUP; in every case it then SIGTERMs every descendant (found through /proc, so
+ranks that started sessions of their own are caught too), waits ``GRACE_S``, and SIGKILLs what
+is left. Its exit status is the command's (128 + signal when the command was killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, arg: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(option, arg, 0, 0, 0)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (Linux /proc), children first."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def shutdown(grace_s: float) -> None:
+    """SIGTERM every descendant, then SIGKILL what is left after ``grace_s``."""
+    me = os.getpid()
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
+        for pid in descendants(me):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap()
+            if not descendants(me):
+                return
+            time.sleep(0.02)
+
+
+def main(argv: list[str]) -> int:
+    parent, grace = int(argv[0]), float(argv[1])
+    command = argv[argv.index("--") + 1 :]
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    stop = {"sig": 0}
+
+    def on_signal(sig: int, _frame: object) -> None:
+        stop["sig"] = sig
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    if os.getppid() != parent:
+        return 1
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # our own group (the env also starts us in a new session)
+    try:
+        child = subprocess.Popen(command)
+    except OSError as e:
+        print(f"mtrl launcher: cannot start {command[0]!r}: {e}", file=sys.stderr)
+        return 127
+    code: int | None = None
+    while code is None and not stop["sig"] and os.getppid() == parent:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = child.wait(timeout=0.1)
+    shutdown(grace if code is None else min(grace, 0.5))
+    if code is None:
+        code = child.poll()
+    if code is None:
+        return 128 + (stop["sig"] or signal.SIGKILL)
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

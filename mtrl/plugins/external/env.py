@@ -1,0 +1,336 @@
+"""The ``external`` env kind: a batch env whose copies live in separate simulation codes.
+
+A plugin describes how to reach a simulation with :class:`ExternalSim` and registers it like
+any other env (an :class:`ExternalSim` is the ``make`` factory)::
+
+    register.env("heat2d", ExternalSim(
+        command="{mpiexec} -n {ranks} {binary} {address}",
+        defaults={"ranks": 2, "binary": "..."},
+    ))
+
+:class:`ExternalBatchEnv` launches the command (once for the whole batch, or once per
+``copies_per_process`` copies) through the launcher, or attaches to ``address``, makes the
+handshake (spaces, dtypes, shapes and the episode limit come from the simulation), and then
+speaks the coupling protocol (docs/COUPLING.md) behind the ordinary :class:`BatchEnv` API.
+It owns the batch-env rules so that simulation codes need not: the next-step auto-reset (the
+STEP request carries a reset mask) and the time limit (truncation after ``max_episode_steps``).
+
+Faults surface as exceptions the actor layer counts (docs/FAULTS.md): a crashed, killed or
+disconnected simulation raises :class:`SimulationCrashed`/:class:`SimulationDisconnected`, an
+ERROR reply :class:`SimulationReportedError`, a step slower than ``step_timeout_s``
+:class:`SimulationTimeout`; NaN in observations or rewards is passed through for the actors'
+finiteness check. ``close()`` (also run by the actor when it fails) ends every process of the
+simulation; the launcher ends them too if this process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from mtrl.coupling import protocol as P
+from mtrl.plugins.batch_env import BatchEnv, StepBatch
+from mtrl.plugins.external.link import Link, SimulationError
+
+LAUNCHER = Path(P.__file__).resolve().parent / "launcher.py"
+
+
+def _mpiexec() -> str:
+    local = Path(sys.prefix) / "bin" / "mpiexec"
+    return str(local) if local.exists() else (shutil.which("mpiexec") or "mpiexec")
+
+
+@dataclass(frozen=True)
+class ExternalSim:
+    """How to reach one simulation code; called as ``make(num_envs, seed, **env_kwargs)``.
+
+    ``command``: a template (string, split like a shell would, or a list of arguments) whose
+    ``{name}`` fields are filled from ``defaults`` updated by the task's ``env_kwargs`` and
+    these built-ins: ``address`` (the ZeroMQ address mtrl bound; the simulation connects to
+    it), ``num_envs`` and ``seed`` (of the process: copies and base seed it serves),
+    ``python`` (this interpreter) and ``mpiexec`` (the one beside it, from the ``mpich``
+    wheel, else on PATH). ``address`` instead of ``command``: attach to a simulation already
+    running that bound that address (it serves the whole batch).
+
+    ``copies_per_process``: copies each launched process serves; None for all of them (one
+    process, which steps the batch itself). ``prepare(values) -> values`` runs once per build
+    before launching (e.g. to compile the code; must pickle: a module-level function).
+    ``env_kwargs`` not named in ``defaults`` are an error (``TypeError``, reported by mtrl with
+    the env id).
+    """
+
+    command: str | Sequence[str] | None = None
+    address: str | None = None
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    copies_per_process: int | None = None
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    step_timeout_s: float = 120.0
+    start_timeout_s: float = 60.0
+    heartbeat_s: float = 1.0
+    transport: str = "ipc"
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.address is None):
+            raise ValueError("ExternalSim needs exactly one of command= or address=")
+        if self.copies_per_process is not None and self.copies_per_process < 1:
+            raise ValueError(f"copies_per_process must be >= 1, got {self.copies_per_process}")
+        if self.transport not in ("ipc", "tcp"):
+            raise ValueError(f"transport must be 'ipc' or 'tcp', got {self.transport!r}")
+
+    def __call__(self, num_envs: int, seed: int = 0, **env_kwargs: Any) -> ExternalBatchEnv:
+        unknown = sorted(set(env_kwargs) - set(self.defaults) - {"step_timeout_s"})
+        if unknown:
+            raise TypeError(
+                f"unexpected env_kwargs {unknown}; this simulation takes {sorted(self.defaults)}"
+            )
+        timeout = float(env_kwargs.pop("step_timeout_s", self.step_timeout_s))
+        values = {**self.defaults, **env_kwargs}
+        if self.prepare is not None:
+            values = self.prepare(dict(values))
+        return ExternalBatchEnv(num_envs, seed, self, values, step_timeout_s=timeout)
+
+    def argv(self, values: Mapping[str, Any]) -> list[str]:
+        """The command line for one process, its template filled from ``values``."""
+        assert self.command is not None
+        parts = shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+        fmt = string.Formatter()
+        try:
+            return [fmt.vformat(str(p), (), values) for p in parts]
+        except KeyError as e:
+            raise TypeError(
+                f"the command template names {{{e.args[0]}}}, which is neither a built-in "
+                "(address, num_envs, seed, python, mpiexec) nor in defaults"
+            ) from None
+
+
+def _space(spec: P.ArraySpec) -> gym.spaces.Box:
+    low, high = spec.low, spec.high
+    if spec.dtype.kind in "iu":
+        info = np.iinfo(spec.dtype)
+        low = np.clip(np.nan_to_num(low, neginf=info.min), info.min, info.max)
+        high = np.clip(np.nan_to_num(high, posinf=info.max), info.min, info.max)
+    dtype = spec.dtype.newbyteorder("=")
+    low = np.broadcast_to(np.asarray(low, dtype), spec.shape)
+    high = np.broadcast_to(np.asarray(high, dtype), spec.shape)
+    return gym.spaces.Box(low, high, spec.shape, dtype)
+
+
+def spaces_from_spec(spec: P.SimSpec) -> tuple[gym.Space, gym.Space]:
+    """The gymnasium observation and action spaces of one copy, from a handshake."""
+    obs = _space(spec.observation)
+    if spec.action_kind == "discrete":
+        act: gym.Space = gym.spaces.Discrete(spec.action_n)
+    elif spec.action_kind == "multidiscrete":
+        act = gym.spaces.MultiDiscrete(spec.action_n)
+    else:
+        act = _space(spec.action)
+    return obs, act
+
+
+class ExternalBatchEnv(BatchEnv):
+    """``num_envs`` copies served by one or more external simulation processes."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        seed: int,
+        sim: ExternalSim,
+        values: Mapping[str, Any],
+        *,
+        step_timeout_s: float | None = None,
+    ) -> None:
+        import zmq
+
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.num_envs = num_envs
+        self.step_timeout_s = step_timeout_s or sim.step_timeout_s
+        self._sim = sim
+        self._ctx = zmq.Context()
+        self._links: list[Link] = []
+        self._dir = Path(tempfile.mkdtemp(prefix="mtrl-sim-"))
+        per = num_envs if sim.address or sim.copies_per_process is None else sim.copies_per_process
+        self._sizes = [min(per, num_envs - i) for i in range(0, num_envs, per)]
+        name = str(values.get("name", "external"))
+        try:
+            for k, n in enumerate(self._sizes):
+                self._links.append(self._open(k, n, seed + k * per, values, name))
+            self._handshake(seed, per)
+        except BaseException:
+            self.close()
+            raise
+        self._needs_reset = np.zeros(num_envs, bool)
+        self._elapsed = np.zeros(num_envs, np.int64)
+        self._started = False
+
+    # -- start-up ---------------------------------------------------------------------------
+    def _open(self, k: int, n: int, seed: int, values: Mapping[str, Any], name: str) -> Link:
+        sim = self._sim
+        label = f"external env {name!r} (process {k})"
+        if sim.address is not None:
+            return Link(
+                self._ctx, sim.address, bind=False, label=label, heartbeat_s=sim.heartbeat_s
+            )
+        address = f"ipc://{self._dir}/{k}.sock" if sim.transport == "ipc" else "tcp://127.0.0.1:*"
+        link = Link(self._ctx, address, bind=True, label=label, heartbeat_s=sim.heartbeat_s)
+        if sim.transport == "tcp":
+            link.address = address = link.sock.getsockopt_string(__import__("zmq").LAST_ENDPOINT)
+        filled = {
+            **values,
+            "address": address,
+            "num_envs": n,
+            "seed": seed,
+            "python": sys.executable,
+            "mpiexec": _mpiexec(),
+        }
+        argv = sim.argv(filled)
+        log = self._dir / f"{k}.log"
+        launcher = [sys.executable, "-I", str(LAUNCHER), str(os.getpid()), "2.0", "--", *argv]
+        with open(log, "wb") as out:
+            link.process = subprocess.Popen(
+                launcher,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=sim.cwd,
+                env={**os.environ, **sim.env},
+                start_new_session=True,  # Ctrl-C goes to the trainer, which closes us
+            )
+        link.log = log
+        link.label = f"{label}: {shlex.join(argv)}"
+        return link
+
+    def _handshake(self, seed: int, per: int) -> None:
+        timeout = self._sim.start_timeout_s
+        deadline = time.monotonic() + timeout
+        seqs = [
+            link.send(
+                P.HELLO, [], deadline=deadline, timeout_s=timeout, count=n, arg=seed + k * per
+            )
+            for k, (link, n) in enumerate(zip(self._links, self._sizes, strict=True))
+        ]
+        specs = []
+        for link, seq, n in zip(self._links, seqs, self._sizes, strict=True):
+            head, frames = link.recv(seq, deadline=deadline, timeout_s=timeout, what="HELLO")
+            if head.count != n or not frames:
+                raise P.ProtocolError(
+                    f"{link.label}: HELLO reply serves {head.count} copies, not {n}"
+                )
+            specs.append(P.parse_spec(bytes(frames[0].buffer)))
+        spec = specs[0]
+        for other in specs[1:]:
+            if other.raw != spec.raw:
+                raise P.ProtocolError("the simulation processes declared different specs")
+        self.spec = spec
+        self.max_episode_steps = spec.max_episode_steps
+        self.single_observation_space, self.single_action_space = spaces_from_spec(spec)
+        self._obs_dtype = spec.observation.dtype
+        self._obs_shape = spec.observation.shape
+        self._act_dtype = spec.action.dtype
+        self._obs = np.zeros((self.num_envs, *self._obs_shape), self._obs_dtype)
+
+    # -- the batch-env API -------------------------------------------------------------------
+    def _gather(self, op: int, per_link: list[list], what: str) -> list[list]:
+        """Send one request to every process, then collect every reply's frames."""
+        timeout = self.step_timeout_s
+        deadline = time.monotonic() + timeout
+        seqs = [
+            link.send(op, frames, deadline=deadline, timeout_s=timeout)
+            for link, frames in zip(self._links, per_link, strict=True)
+        ]
+        return [
+            link.recv(seq, deadline=deadline, timeout_s=timeout, what=what)[1]
+            for link, seq in zip(self._links, seqs, strict=True)
+        ]
+
+    def _read_obs(self, frames: list, start: int, n: int, label: str) -> None:
+        data = frames[0].buffer
+        want = n * int(np.prod(self._obs_shape, dtype=np.int64)) * self._obs_dtype.itemsize
+        if len(data) != want:
+            raise P.ProtocolError(f"{label}: observation frame has {len(data)} bytes, not {want}")
+        self._obs[start : start + n] = np.frombuffer(data, self._obs_dtype).reshape(
+            n, *self._obs_shape
+        )
+
+    def reset(self) -> np.ndarray:
+        """Reset every copy (RESET to every process); the first observations."""
+        replies = self._gather(P.RESET, [[] for _ in self._links], "RESET")
+        start = 0
+        for link, frames, n in zip(self._links, replies, self._sizes, strict=True):
+            if len(frames) != 1:
+                raise P.ProtocolError(f"{link.label}: RESET reply needs 1 frame, got {len(frames)}")
+            self._read_obs(frames, start, n, link.label)
+            start += n
+        self._needs_reset[:] = False
+        self._elapsed[:] = 0
+        self._started = True
+        return self._obs.copy()
+
+    def step(self, actions: Any) -> StepBatch:
+        """One STEP to every process; copies that ended last step are reset instead."""
+        if not self._started:
+            raise RuntimeError("external env: call reset() before step()")
+        a = np.ascontiguousarray(actions, dtype=self._act_dtype)
+        mask = self._needs_reset.astype(np.uint8)
+        per_link, start = [], 0
+        for n in self._sizes:
+            per_link.append([a[start : start + n].tobytes(), mask[start : start + n].tobytes()])
+            start += n
+        replies = self._gather(P.STEP, per_link, "STEP")
+        reward = np.empty(self.num_envs, np.float32)
+        terminated = np.empty(self.num_envs, bool)
+        truncated = np.empty(self.num_envs, bool)
+        start = 0
+        for link, frames, n in zip(self._links, replies, self._sizes, strict=True):
+            if len(frames) != 4 or len(frames[1]) != 4 * n or len(frames[2]) != n:
+                raise P.ProtocolError(f"{link.label}: STEP reply needs 4 frames sized for {n}")
+            self._read_obs(frames, start, n, link.label)
+            sl = slice(start, start + n)
+            reward[sl] = np.frombuffer(frames[1].buffer, "<f4")
+            terminated[sl] = np.frombuffer(frames[2].buffer, np.uint8) != 0
+            truncated[sl] = np.frombuffer(frames[3].buffer, np.uint8) != 0
+            start += n
+        resets = self._needs_reset
+        self._elapsed = np.where(resets, 0, self._elapsed + 1)
+        if self.max_episode_steps is not None:
+            truncated |= self._elapsed >= self.max_episode_steps
+        truncated &= ~terminated
+        reward[resets] = 0.0
+        terminated[resets] = False
+        truncated[resets] = False
+        self._needs_reset = terminated | truncated
+        return StepBatch(self._obs.copy(), reward, terminated, truncated)
+
+    def close(self) -> None:
+        """CLOSE every simulation and end its processes; safe to call twice."""
+        for link in self._links:
+            with contextlib.suppress(Exception):
+                link.close()
+        self._links = []
+        if self._ctx is not None:
+            self._ctx.destroy(linger=0)  # also closes a socket whose launch failed
+            self._ctx = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def pids(self) -> list[int]:
+        """Process ids of the launchers (each the root of one simulation's process tree)."""
+        return [link.process.pid for link in self._links if link.process is not None]
+
+
+__all__ = ["ExternalBatchEnv", "ExternalSim", "SimulationError", "spaces_from_spec"]

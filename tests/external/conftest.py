@@ -1,0 +1,54 @@
+"""Helpers of the external-env tests: the drift test simulations and process bookkeeping."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("zmq", reason="pyzmq is not installed: pip install 'mtrl[external]'")
+
+HERE = Path(__file__).resolve().parent
+PY_SIM = "{python} " + str(HERE / "drift_sim.py") + " {address}"
+
+
+def sim_processes(marker: str, launchers: bool = True) -> set[int]:
+    """Live processes whose command line contains ``marker`` (zombies excluded), with or
+    without the launchers (whose command line holds the simulation's)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if not launchers and "launcher.py" in cmd:
+            continue
+        if marker in cmd and " -c " not in cmd and state != "Z" and int(entry) != os.getpid():
+            out.add(int(entry))
+    return out
+
+
+def wait_gone(marker: str, before: set[int], timeout: float = 10.0) -> set[int]:
+    """Processes with ``marker`` not in ``before`` still alive after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = sim_processes(marker) - before
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def c_drift_sim() -> Path:
+    """The C twin of the drift simulation, built with gcc against the C client."""
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.skip("no C compiler (gcc): apt-get install gcc")
+    from mtrl.coupling import cbuild
+
+    return cbuild.build([HERE / "drift_sim.c"], "drift_sim", cflags=("-O2", "-Wall", "-Werror"))
