@@ -81,6 +81,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Validate configs; one line per problem with file, line and YAML path."""
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
+    from mtrl.preflight import check_memory
     from mtrl.scheduler.budget_check import weight_notes
 
     plugins = get_plugins()
@@ -97,6 +98,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             )
             if args.check_envs:
                 _check_envs(cfg, plugins, path)
+            specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
+            check_memory(cfg, specs, source=path)  # the envs' spaces only with --check-envs
         except UserError as e:
             failed = True
             for line in e.problems:

@@ -33,6 +33,7 @@ from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.parallel import make_learner
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
+from mtrl.preflight import check_memory
 from mtrl.progress import (
     RECENT_EPISODES,
     TaskProgress,
@@ -74,6 +75,7 @@ class Trainer:
         # Learner replicas (torchrun): each runs its own actors; only rank 0 logs and saves.
         self.ctx = DistContext.from_env()
         device = self.ctx.device(cfg.learner.device)
+        check_memory(cfg, self.specs, device)  # before anything large: a clear refusal
         self.ctx.init(device)
         if not self.ctx.is_main:
             write_run_dir, console = False, False

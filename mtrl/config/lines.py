@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from mtrl.config.loading import Loc, _line_of
+from mtrl.config.safe_yaml import compose_config, read_config_text
+from mtrl.errors import ConfigError
 
 __all__ = ["config_location"]
 
 
 def config_location(path: str | Path, loc: Loc) -> str:
     """``"<path>:<line>"`` of the YAML node at ``loc`` (e.g. ``("tasks", 2, "env")``), or of
-    its deepest existing parent; just ``"<path>"`` if the file cannot be read or parsed."""
+    its deepest existing parent; just ``"<path>"`` if the file cannot be read or parsed (within
+    the limits of :mod:`mtrl.config.safe_yaml`: it may have changed since it loaded)."""
     try:
-        root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        root, _ = compose_config(read_config_text(Path(path)), str(path))
+    except ConfigError:
         return str(path)
     line = _line_of(root, loc)
     return f"{path}:{line}" if line else str(path)

@@ -7,6 +7,7 @@ where possible, how to fix it (did-you-mean for keys and env ids).
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from mtrl.config.models import ExperimentConfig
+from mtrl.config.safe_yaml import compose_config, read_config_text
 from mtrl.errors import ConfigError
 
 Loc = tuple[str | int, ...]
@@ -29,34 +31,28 @@ RESERVED_ENV_KWARGS = {
 """Arguments every env factory already gets from the task's own fields, so they cannot be
 ``env_kwargs`` too."""
 
+MAX_PROBLEMS = 50
+"""Problems listed for one config; past it one line says how many more there are."""
+MAX_LINE_CHARS = 400
+"""Longest problem line; a longer one (a huge key or value quoted in it) is cut."""
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe YAML loader that rejects duplicate keys instead of keeping the last one."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"duplicate key {key!r} (first on line {seen[key] + 1})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node.start_mark.line
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_VALUE_REPR = reprlib.Repr()
+_VALUE_REPR.maxstring = _VALUE_REPR.maxother = _VALUE_REPR.maxlong = 60
+_VALUE_REPR.maxlevel, _VALUE_REPR.maxdict = 2, 4
+_VALUE_REPR.maxlist = _VALUE_REPR.maxtuple = _VALUE_REPR.maxset = 4
+"""Quotes a value in a message: short whatever the value (a long string, a large list)."""
 
 
 def format_loc(loc: Loc) -> str:
     """``('tasks', 2, 'env')`` → ``tasks[2].env``."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not (isinstance(part, str) and part.isprintable()):  # a key "a\nb" stays one line
+            out += f"[{_VALUE_REPR.repr(part)}]"
+        else:
+            out += f".{part}" if out else part
     return out or "(top level)"
 
 
@@ -157,7 +153,7 @@ def _message(err: dict[str, Any], env_note: EnvNote | None = None) -> str:
         return err["msg"].removeprefix("Value error, ")
     msg = err["msg"]
     if "input" in err and kind not in ("model_type", "dict_type"):
-        msg += f" (got {err['input']!r})"
+        msg += f" (got {_VALUE_REPR.repr(err['input'])})"
         if kind == "int_parsing" and isinstance(err["input"], str):
             msg += _whole_number_hint(err["input"])
     elif kind in ("model_type", "dict_type"):
@@ -172,7 +168,8 @@ def _problems(
     source: str,
     env_note: EnvNote | None = None,
 ) -> list[str]:
-    """One ``file:line: path: message`` per validation error and per reserved env kwarg."""
+    """One ``file:line: path: message`` per validation error and per reserved env kwarg (the
+    first :data:`MAX_PROBLEMS`, each cut to :data:`MAX_LINE_CHARS`)."""
     found: list[tuple[Loc, str]] = []
     for e in err.errors(include_url=False) if err is not None else ():
         loc = tuple(e["loc"])
@@ -185,11 +182,22 @@ def _problems(
             for key, problem in reserved_env_kwargs_problems(task.get("env_kwargs")):
                 found.append((("tasks", i, "env_kwargs", key), problem))
     lines: list[tuple[int, str]] = []
-    for loc, message in found:
+    for loc, message in found[:MAX_PROBLEMS]:
         line = _line_of(root, loc)
         where = f"{source}:{line}" if line else source
-        lines.append((line or 0, f"{where}: {format_loc(loc)}: {message}"))
-    return [text for _, text in sorted(lines, key=lambda x: x[0])]
+        lines.append((line or 0, _fit(f"{where}: {format_loc(loc)}: {message}")))
+    out = [text for _, text in sorted(lines, key=lambda x: x[0])]
+    if len(found) > MAX_PROBLEMS:
+        out.append(f"{source}: … and {len(found) - MAX_PROBLEMS:,} more problems")
+    return out
+
+
+def _fit(text: str) -> str:
+    """``text`` on one line of at most :data:`MAX_LINE_CHARS` characters."""
+    text = " ".join(text.splitlines())
+    if len(text) > MAX_LINE_CHARS:
+        text = text[: MAX_LINE_CHARS - 30] + f"… ({len(text):,} characters in all)"
+    return text
 
 
 def parse_config(
@@ -210,15 +218,10 @@ def parse_config(
     ``scheduler.policy``; without it only the built-in policies are. ``tracker_names``
     (``plugins.trackers.names()``) are those accepted in ``tracking.trackers``; without it any
     name is.
+
+    The text is held to the limits of :mod:`mtrl.config.safe_yaml` (size, nesting, aliases).
     """
-    try:
-        root = yaml.compose(text, Loader=_UniqueKeyLoader)
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    root, data = compose_config(text, source)
     if data is None:
         raise ConfigError(f"{source}: the config is empty; it needs at least a `tasks:` list")
     if not isinstance(data, dict):
@@ -252,12 +255,8 @@ def load_config(
 ) -> ExperimentConfig:
     """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read config: {e.strerror or e}") from None
     return parse_config(
-        text,
+        read_config_text(path),
         str(path),
         env_ids=env_ids,
         scheduler_policies=scheduler_policies,
