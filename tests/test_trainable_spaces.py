@@ -2,7 +2,8 @@
 `mtrl validate --check-envs` and the conformance suite accept.
 
 Real envs only: gymnasium's Blackjack-v1 (a Tuple observation) and a tiny gymnasium env whose
-Dict observation has a Text part, registered in-process as plugin ``texty``.
+Dict observation has a Sequence part (no encoder), registered in-process as plugin ``texty``.
+Text parts train (tests/training/test_text_mission.py).
 """
 
 from __future__ import annotations
@@ -28,22 +29,25 @@ from mtrl.plugins import Plugins, batch_env_from_gymnasium, hookimpl, load_plugi
 from mtrl.testing import ConformanceError, check_env
 
 BLACKJACK = "gymnasium/Blackjack-v1"
-TEXT_ENV = "texty/Notes-v0"
-TEXT_ERROR = "obs['text']: Text spaces are not supported; supported: Box"
+NOTES_ENV = "texty/Notes-v0"
+NOTES_ERROR = "obs['notes']: Sequence spaces are not supported; supported: Box"
 
 
 class NotesEnv(gym.Env):
-    """Five steps along a line; the observation carries the position and a note (Text)."""
+    """Five steps along a line; the observation carries the position and notes (a Sequence)."""
 
     def __init__(self) -> None:
         self.observation_space = spaces.Dict(
-            {"pos": spaces.Box(0.0, 1.0, (1,), np.float32), "text": spaces.Text(8)}
+            {
+                "pos": spaces.Box(0.0, 1.0, (1,), np.float32),
+                "notes": spaces.Sequence(spaces.Discrete(3)),
+            }
         )
         self.action_space = spaces.Discrete(2)
         self._t = 0
 
     def _obs(self) -> dict[str, Any]:
-        return {"pos": np.array([self._t / 5], np.float32), "text": "ab" * (self._t % 3)}
+        return {"pos": np.array([self._t / 5], np.float32), "notes": (1, 2) * (self._t % 3)}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
         super().reset(seed=seed)
@@ -92,22 +96,22 @@ def _config(tmp_path: Path, env: str, steps: int = 3000) -> Path:
     return cfg
 
 
-def test_conformance_rejects_a_text_part_naming_it(texty: Plugins) -> None:
+def test_conformance_rejects_a_sequence_part_naming_it(texty: Plugins) -> None:
     with pytest.raises(ConformanceError) as err:
-        check_env(texty.envs.get(TEXT_ENV), steps=50)
-    assert str(err.value).startswith(f"{TEXT_ENV}: [trainable] {TEXT_ERROR}")
+        check_env(texty.envs.get(NOTES_ENV), steps=50)
+    assert str(err.value).startswith(f"{NOTES_ENV}: [trainable] {NOTES_ERROR}")
     assert "Dict or Tuple of these" in str(err.value)
 
 
-def test_validate_check_envs_rejects_a_text_part_on_the_task_line(
+def test_validate_check_envs_rejects_a_sequence_part_on_the_task_line(
     texty: Plugins, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = _config(tmp_path, TEXT_ENV)
+    cfg = _config(tmp_path, NOTES_ENV)
     assert main(["validate", str(cfg)]) == 0  # the schema alone cannot know
     capsys.readouterr()
     assert main(["validate", "--check-envs", str(cfg)]) == 2
     (line,) = capsys.readouterr().err.splitlines()  # one problem: CartPole (tasks[0]) is fine
-    assert line.startswith(f"{cfg}:6: tasks[1].env: {TEXT_ENV}: {TEXT_ERROR}")
+    assert line.startswith(f"{cfg}:6: tasks[1].env: {NOTES_ENV}: {NOTES_ERROR}")
 
 
 def test_validate_check_envs_names_the_line_of_bad_env_kwargs(
@@ -120,12 +124,12 @@ def test_validate_check_envs_names_the_line_of_bad_env_kwargs(
     assert err.startswith(f"{cfg}:4: tasks[0].env_kwargs: cannot build gymnasium/CartPole-v1")
 
 
-def test_train_rejects_a_text_part_before_starting(
+def test_train_rejects_a_sequence_part_before_starting(
     texty: Plugins, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["train", str(_config(tmp_path, TEXT_ENV))]) == 2
+    assert main(["train", str(_config(tmp_path, NOTES_ENV))]) == 2
     err = capsys.readouterr().err
-    assert f"error: tasks[1].env: {TEXT_ENV}: {TEXT_ERROR}" in err
+    assert f"error: tasks[1].env: {NOTES_ENV}: {NOTES_ERROR}" in err
     assert "Traceback" not in err and "task 1 encoder" not in err
 
 
@@ -192,7 +196,11 @@ def test_tuple_encoder_has_one_part_per_element_and_takes_tuples_or_dicts() -> N
 @pytest.mark.parametrize(
     ("obs", "act", "error"),
     [
-        (spaces.Tuple((spaces.Discrete(2), spaces.Text(4))), spaces.Discrete(2), "obs[1]: Text"),
+        (
+            spaces.Tuple((spaces.Discrete(2), spaces.Graph(spaces.Discrete(3), None))),
+            spaces.Discrete(2),
+            "obs[1]: Graph",
+        ),
         (spaces.Sequence(spaces.Discrete(2)), spaces.Discrete(2), "obs: Sequence spaces"),
         (spaces.Discrete(3), spaces.Tuple((spaces.Discrete(2),)), "action: Tuple action"),
         (spaces.Box(0, 255, (1, 2, 2), np.uint8), spaces.Discrete(2), "obs: image (1, 2, 2)"),

@@ -17,12 +17,24 @@ Box, 3 dims ``(C, H, W)``       scale integer frames by the space's ``high``; Na
                                 read as ``(C, H, W)`` the image is under 3x3.
 Discrete                        one-hot → MLP
 MultiBinary / MultiDiscrete     flatten / concatenated one-hots → MLP
+Text (as :class:`TokenSpace`)   token embedding (padding id 0 → zero vector) → 1-D conv
+                                (kernel 3, 64 channels) → max-pool over the non-padding
+                                positions → Linear → encoder_dim
 Dict                            one encoder per key (not ``action_mask``), concat → Linear
 Tuple                           one encoder per element, concat → Linear (as Dict)
 ==============================  ===========================================================
 
-Any other space (Text, Graph, Sequence, OneOf, ...) raises :class:`UnsupportedSpaceError`
-naming the part of the observation, e.g. ``obs['text']``, so checks can report it before a run.
+Text arrives tokenised: the plugin layer turns strings into ``int32 [max_length]`` token ids at
+the env boundary (:mod:`mtrl.plugins.text`, vocabulary in :mod:`mtrl.token_space`), so the
+space the model is built for is a :class:`TokenSpace`; a raw ``Text`` space is read as its
+TokenSpace. Why a conv and max-pool rather than a GRU: missions are short and their meaning
+sits in a few words (BabyAI's "go to the red door"), which a width-3 conv sees as n-grams
+anywhere in the string; it runs in parallel over positions (a GRU steps ``max_length`` times on
+every ``[T + 1, N]`` batch), and a max over the non-padding positions makes the features
+independent of how much padding follows the string.
+
+Any other space (Graph, Sequence, OneOf, ...) raises :class:`UnsupportedSpaceError`
+naming the part of the observation, e.g. ``obs['graph']``, so checks can report it before a run.
 A Tuple observation is carried as a ``dict`` keyed ``"0"``, ``"1"``, ... (one array per
 element, exactly like Dict parts); its encoder also takes a tuple or list.
 """
@@ -41,6 +53,7 @@ from torch import nn
 
 from mtrl.config.models import ModelConfig
 from mtrl.errors import UserError
+from mtrl.token_space import PAD_ID, TokenSpace
 
 __all__ = [
     "ACTION_MASK_KEY",
@@ -57,7 +70,7 @@ ACTION_MASK_KEY = "action_mask"
 
 SUPPORTED_OBSERVATION_SPACES = (
     "Box (vector, or image (C, H, W) / (H, W, C)), Discrete, MultiDiscrete, MultiBinary, "
-    "and Dict or Tuple of these"
+    "Text, and Dict or Tuple of these"
 )
 """What :func:`make_encoder` can encode, for error messages and docs."""
 
@@ -65,7 +78,7 @@ SUPPORTED_OBSERVATION_SPACES = (
 class UnsupportedSpaceError(UserError, TypeError):
     """A space, or a part of one, the learner cannot train on.
 
-    ``path`` names the part (``obs``, ``obs['text']``, ``obs[1]``, ``action``) and ``reason``
+    ``path`` names the part (``obs``, ``obs['graph']``, ``obs[1]``, ``action``) and ``reason``
     says what is wrong with it; ``str()`` is ``"<what>: <path>: <reason>"``.
     """
 
@@ -78,6 +91,10 @@ class UnsupportedSpaceError(UserError, TypeError):
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
 
 _NATURE_MIN_SIZE = 36  # smallest H, W the Nature-DQN conv stack (8/4, 4/2, 3/1) accepts
+_TEXT_EMBED_DIM = 32  # token embedding width: a few dozen characters need no more
+_TEXT_KERNEL = 3  # conv width over tokens: character trigrams
+_TEXT_CHANNELS = 64  # conv filters: enough n-gram detectors for short missions, and cheap (a
+# 256-channel conv costs the inference server several times more per step on CPU)
 
 
 def activation(name: str) -> nn.Module:
@@ -216,6 +233,35 @@ class _ImageEncoder(_Leaf):
         return self.out(self.conv(x))
 
 
+class _TextEncoder(_Leaf):
+    """Token ids ``[M, max_length]`` → embedding → conv → masked max-pool → Linear.
+
+    Padding (id 0) embeds to a zero vector (``padding_idx``), exactly what the conv's own zero
+    padding feeds the edges, and is excluded from the max; so a string's features do not
+    depend on how much padding follows it. An all-padding (empty) string gives zero pooled
+    features.
+    """
+
+    def __init__(self, space: TokenSpace, what: str, cfg: ModelConfig) -> None:
+        super().__init__(space.shape, what)
+        self.embed = nn.Embedding(space.vocab_size, _TEXT_EMBED_DIM, padding_idx=PAD_ID)
+        self.conv = ortho_init(
+            nn.Conv1d(_TEXT_EMBED_DIM, _TEXT_CHANNELS, _TEXT_KERNEL, padding=_TEXT_KERNEL // 2)
+        )
+        self.act = activation(cfg.activation)
+        self.out = nn.Sequential(
+            ortho_init(nn.Linear(_TEXT_CHANNELS, cfg.encoder_dim)), activation(cfg.activation)
+        )
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.long()
+        keep = tokens != PAD_ID  # [M, L]
+        h = self.act(self.conv(self.embed(tokens).transpose(1, 2)))  # [M, C, L]
+        h = h.masked_fill(~keep[:, None, :], float("-inf")).amax(dim=-1)
+        h = torch.where(keep.any(dim=-1, keepdim=True), h, torch.zeros_like(h))
+        return self.out(h)
+
+
 class _OneHot(nn.Module):
     """Integers ``[M, *shape]`` → concatenated one-hots ``[M, sum(nvec)]``."""
 
@@ -283,7 +329,7 @@ def make_encoder(
     """The encoder of one observation space: ``[*B, *obs_shape]`` → ``[*B, encoder_dim]``.
 
     ``what`` names the encoder in error messages (e.g. ``task 2 'pong'``); ``path`` names the
-    part of the observation being encoded (``obs``, ``obs['text']``, ``obs[1]``). A space with
+    part of the observation being encoded (``obs``, ``obs['graph']``, ``obs[1]``). A space with
     no encoder raises :class:`UnsupportedSpaceError` carrying that path.
     """
     if isinstance(space, spaces.Dict):
@@ -299,6 +345,10 @@ def make_encoder(
             raise UnsupportedSpaceError(path, "Tuple observation has no elements", what)
         parts = {str(i): s for i, s in enumerate(space.spaces)}
         return _TupleEncoder(parts, what, cfg, {str(i): f"{path}[{i}]" for i in range(len(parts))})
+    if isinstance(space, spaces.Text):  # what the env boundary turns it into
+        space = TokenSpace.from_text(space)
+    if isinstance(space, TokenSpace):
+        return _TextEncoder(space, what, cfg)
     if isinstance(space, spaces.Box):
         if len(space.shape) == 3:
             return _ImageEncoder(space, what, cfg, path)

@@ -5,8 +5,12 @@
 :class:`~mtrl.learner.model.MultiTaskModel` uses, then runs them once on a small batch sampled
 from the observation space. A space the learner cannot handle thus fails before a run, with an
 :class:`~mtrl.learner.encoders.UnsupportedSpaceError` naming the part of the space
-(``obs['text']``, ``obs[1]``, ``obs['action_mask']``, ``action``) instead of a traceback that
+(``obs['graph']``, ``obs[1]``, ``obs['action_mask']``, ``action``) instead of a traceback that
 names only "task 0".
+
+Text parts, alone or inside a Dict or Tuple, are accepted: the env boundary tokenises them
+(:mod:`mtrl.plugins.text`), so a raw ``Text`` space is checked as the
+:class:`~mtrl.token_space.TokenSpace` the learner will actually see.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from gymnasium import spaces
 from mtrl.config.models import ModelConfig
 from mtrl.learner.encoders import ACTION_MASK_KEY, UnsupportedSpaceError
 from mtrl.learner.model import MultiTaskModel, TaskSpaces, obs_to_tensor
+from mtrl.token_space import tokenised_space
 
 __all__ = ["SUPPORTED_ACTION_SPACES", "UnsupportedSpaceError", "check_trainable"]
 
@@ -88,6 +93,7 @@ def check_trainable(
 def _build_and_run(
     observation_space: gym.Space, action_space: gym.Space, cfg: ModelConfig | None
 ) -> None:
+    observation_space = tokenised_space(observation_space)  # as the env boundary delivers it
     model = _build(observation_space, action_space, cfg if cfg is not None else ModelConfig())
     obs = obs_to_tensor(_sample(observation_space, _SAMPLES, seed=0))
     try:

@@ -11,6 +11,8 @@ import gymnasium as gym
 from mtrl.errors import EnvKwargsError, PluginError, UnknownEnvError
 from mtrl.names import unknown_env_message
 from mtrl.plugins.batch_env import BatchEnv
+from mtrl.plugins.text import tokenise_text_observations
+from mtrl.token_space import tokenised_space
 
 #: ``make(num_envs, seed, **env_kwargs) -> BatchEnv``
 BatchEnvFactory = Callable[..., BatchEnv]
@@ -22,7 +24,10 @@ class EnvSpec:
 
     ``id`` is ``"<plugin>/<name>"``. Spaces are those of a *single* copy as the batch env
     produced by ``make`` sees it (after any preprocessing the backend applies). When a plugin
-    does not give them up front they are found lazily by building a one-copy batch env.
+    does not give them up front they are found lazily by building a one-copy batch env. Text
+    observation parts are tokenised here, for every env kind (:mod:`mtrl.plugins.text`): a
+    declared Text part reads as its :class:`~mtrl.token_space.TokenSpace`, and :meth:`build`
+    returns an env whose observations carry token ids.
 
     Metadata the rest of the system uses: ``stochastic`` (are dynamics random given the seed's
     stream — schedulers treat step time and returns as noisy), ``step_cost_s`` (expected seconds
@@ -41,6 +46,10 @@ class EnvSpec:
     max_episode_steps: int | None = None
     _observation_space: gym.Space | None = field(default=None, repr=False)
     _action_space: gym.Space | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self._observation_space is not None:  # what build() will return, Text tokenised
+            self._observation_space = tokenised_space(self._observation_space)
 
     @property
     def name(self) -> str:
@@ -70,7 +79,8 @@ class EnvSpec:
             env.close()
 
     def build(self, num_envs: int, seed: int = 0, **env_kwargs: Any) -> BatchEnv:
-        """Build a batch env of ``num_envs`` copies; errors name this env id."""
+        """Build a batch env of ``num_envs`` copies; errors name this env id. Text parts of
+        the observation arrive tokenised (:func:`.text.tokenise_text_observations`)."""
         try:
             env = self.make(num_envs=num_envs, seed=seed, **env_kwargs)
         except TypeError as e:
@@ -84,7 +94,7 @@ class EnvSpec:
             )
         if env.num_envs != num_envs:
             raise PluginError(f"{self.id}: asked for {num_envs} envs, got {env.num_envs}")
-        return env
+        return tokenise_text_observations(env)
 
     def normalized_score(self, score: float) -> float | None:
         """Score on the scale random = 0, reference = 1; None when either end is unknown."""

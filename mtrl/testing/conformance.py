@@ -6,7 +6,7 @@ Checks, in order (each failure raises :class:`ConformanceError` naming the env a
    spaces the plugin declared;
 2. ``trainable``: the learner can train on those spaces: the task's encoders and policy head
    are built by the same code ``mtrl train`` uses (:mod:`mtrl.learner.trainable`) and run once;
-   a failure names the part of the space, e.g. ``obs['text']: Text spaces are not supported``;
+   a failure names the part of the space, e.g. ``obs['graph']: Graph spaces are not supported``;
 3. ``spaces``: every observation of ``reset`` and ``step`` is in the observation space with the
    right batch shape and dtype; rewards are finite float32 ``(N,)``, flags bool ``(N,)``;
 4. ``auto-reset``: a step after ``terminated or truncated`` returns reward 0 and both flags false
