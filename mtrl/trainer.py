@@ -194,6 +194,7 @@ class Trainer:
     def run(self) -> TrainResult:
         cfg, ck = self.cfg, self.cfg.checkpoint
         start = last_log = last_ckpt_t = time.perf_counter()
+        self._zero_s = start - self.elapsed_before  # clock time at charts/elapsed_s = 0
         steps_at_log, last_ckpt_steps = self.env_steps, self.run_env_steps
         start_steps = self.run_env_steps  # a resumed run's earlier sessions: not this rate's
         metrics: dict[str, float] = {}
@@ -253,6 +254,8 @@ class Trainer:
             p.episodes += len(returns)
             p.returns.extend(returns)
             p.lengths.extend(lengths)
+            wall = time.perf_counter() - self._zero_s
+            self.tracker.add_episodes(self.names[runner.task], p.env_steps, returns, lengths, wall)
             self.rebalancer.observe_episodes(runner.task, returns)
 
     def _done(self, learned: bool, checkpoint_due: bool = False) -> tuple[bool, bool]:
@@ -290,6 +293,13 @@ class Trainer:
         p.episodes += len(info.episode_returns)
         p.returns.extend(info.episode_returns)
         p.lengths.extend(info.episode_lengths)
+        self.tracker.add_episodes(  # episodes.csv: every episode, for the report's curves
+            self.names[ru.task],
+            p.env_steps,
+            info.episode_returns,
+            info.episode_lengths,
+            time.perf_counter() - self._zero_s,
+        )
         self.on_unroll(ru.task, info)
 
     def on_unroll(self, task: int, info: UnrollInfo) -> None:

@@ -16,12 +16,24 @@ follow CleanRL's namespaces so dashboards and tools recognise them:
   ``entropy``, ``kl``, ``rho``, ...); in the last record only, ``eval/<id>/greedy_return``
   (the final greedy evaluation, ``tracking.final_eval_episodes``).
 
+Besides the records, ``episodes.csv`` in the run directory holds every finished episode (task,
+its env steps, return, length, wall seconds; :mod:`mtrl.tracking.episodes`), fed through
+:meth:`SinkGroup.add_episodes` to the sinks that take episodes (:class:`EpisodeSink`).
+
 Sinks share the :class:`Sink` protocol (``write(record)``, ``close()``); :func:`make_sinks`
 builds all that a config asks for; plugins add trackers through the hook
 ``mtrl_register_trackers``, selected by :func:`tracker_factories`.
 """
 
 from mtrl.tracking.factory import TrackerFactory, make_sinks, tracker_factories
-from mtrl.tracking.sinks import JsonlSink, Sink, SinkGroup
+from mtrl.tracking.sinks import EpisodeSink, JsonlSink, Sink, SinkGroup
 
-__all__ = ["JsonlSink", "Sink", "SinkGroup", "TrackerFactory", "make_sinks", "tracker_factories"]
+__all__ = [
+    "EpisodeSink",
+    "JsonlSink",
+    "Sink",
+    "SinkGroup",
+    "TrackerFactory",
+    "make_sinks",
+    "tracker_factories",
+]

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mtrl.config import ExperimentConfig
 from mtrl.tracking.console import make_console
 from mtrl.tracking.csv_sink import CsvSink
+from mtrl.tracking.episodes import FILENAME as EPISODES_FILE
+from mtrl.tracking.episodes import EpisodeCsvSink
 from mtrl.tracking.sinks import JsonlSink, Sink, SinkGroup
 
 if TYPE_CHECKING:
@@ -90,7 +92,8 @@ def make_sinks(
     console: str | None = None,
     stream: TextIO | None = None,
 ) -> SinkGroup:
-    """Files in ``run_dir`` (metrics.jsonl, metrics.csv), wandb, extra trackers, the console.
+    """Files in ``run_dir`` (metrics.jsonl, metrics.csv, episodes.csv), wandb, extra trackers,
+    the console.
 
     ``console`` overrides ``cfg.tracking.console`` (e.g. ``"quiet"`` in tests). An extra
     tracker whose factory raises is reported by name and left out; the run goes on. Close the
@@ -102,6 +105,7 @@ def make_sinks(
         sinks.add(JsonlSink(Path(run_dir) / "metrics.jsonl"))
         if tc.csv:
             sinks.add(CsvSink(Path(run_dir) / "metrics.csv"))
+        sinks.add(EpisodeCsvSink(Path(run_dir) / EPISODES_FILE))
     if wandb_enabled(cfg):
         from mtrl.tracking.wandb_sink import WandbSink
 

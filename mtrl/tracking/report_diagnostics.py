@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mtrl.tracking.report import STEPS, Plotter, RunData
+from mtrl.tracking.report_data import STEPS, RunData
+from mtrl.tracking.report_plot import Plotter
 
 NAME = "diagnostics.png"
 TITLE = "Learner diagnostics per task"

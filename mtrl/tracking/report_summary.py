@@ -2,8 +2,8 @@
 
 Returns and normalised scores are written with 3 significant digits in plain notation, here and
 at the ends of the report's curves: a return of 0.955 reads ``0.955``, not ``1.0``, and one of
-474.96 reads ``475``. Kept apart from the plotting (:mod:`mtrl.tracking.report`), which imports
-this module; it imports nothing of the report at run time.
+474.96 reads ``475``. Kept apart from the plotting (:mod:`mtrl.tracking.report_plot`), which
+imports this module.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mtrl.tracking.report import RunData
+    from mtrl.tracking.report_data import RunData
 
 RETURN = "task/{task}/return"
 SCORE = "task/{task}/normalized_score"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -21,6 +21,26 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Flush and release resources; called once at the end of the run."""
+
+
+@runtime_checkable
+class EpisodeSink(Protocol):
+    """A sink that also takes every finished episode (optional: most sinks take records only).
+
+    Called on the training thread for each unroll that finished episodes, so it must return at
+    once: keep the episodes and write them with the next record (``write``) or at ``close``.
+    """
+
+    def add_episodes(
+        self,
+        task: str,
+        env_steps: int,
+        returns: Sequence[float],
+        lengths: Sequence[int],
+        wall_s: float,
+    ) -> None:
+        """``task``'s episodes that just ended: their returns (unscaled) and lengths, with the
+        task's own env steps and the run's wall seconds (``charts/elapsed_s``'s clock) now."""
 
 
 def jsonable(value: Any) -> Any:
@@ -79,11 +99,32 @@ class SinkGroup:
             try:
                 sink.write(record)
             except Exception as e:
-                self.sinks.remove(sink)
-                log.warning(
-                    "tracking: %s failed and is turned off: %s", self._name(sink), _short(e)
-                )
-                self._labels.pop(id(sink), None)
+                self._drop(sink, e)
+
+    def add_episodes(
+        self,
+        task: str,
+        env_steps: int,
+        returns: Sequence[float],
+        lengths: Sequence[int],
+        wall_s: float,
+    ) -> None:
+        """Give finished episodes to the sinks that take them (:class:`EpisodeSink`)."""
+        if not len(returns):
+            return
+        for sink in list(self.sinks):
+            add = getattr(sink, "add_episodes", None)
+            if add is None:
+                continue
+            try:
+                add(task, env_steps, returns, lengths, wall_s)
+            except Exception as e:
+                self._drop(sink, e)
+
+    def _drop(self, sink: Sink, e: Exception) -> None:
+        self.sinks.remove(sink)
+        log.warning("tracking: %s failed and is turned off: %s", self._name(sink), _short(e))
+        self._labels.pop(id(sink), None)
 
     def close(self) -> None:
         for sink in reversed(self.sinks):

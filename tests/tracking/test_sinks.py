@@ -16,6 +16,7 @@ from mtrl.config import ExperimentConfig
 from mtrl.tracking import Sink, SinkGroup, make_sinks
 from mtrl.tracking.console import JsonlConsole, PlainConsole
 from mtrl.tracking.csv_sink import CsvSink
+from mtrl.tracking.episodes import EpisodeCsvSink
 from mtrl.tracking.sinks import JsonlSink
 
 
@@ -122,7 +123,7 @@ def test_make_sinks_writes_files_and_takes_extra_trackers(
     messages = " ".join(r.getMessage() for r in caplog.records)
     assert "broken failed to start" in messages and "no server" in messages
     assert "not_a_sink returned a int" in messages
-    assert [type(s) for s in sinks] == [JsonlSink, CsvSink, Collect]
+    assert [type(s) for s in sinks] == [JsonlSink, CsvSink, EpisodeCsvSink, Collect]
     sinks.write({"charts/env_steps": 1, "task/gymnasium/CartPole-v1/return": 9.0})
     sinks.close()
     assert collected.records == [{"charts/env_steps": 1, "task/gymnasium/CartPole-v1/return": 9.0}]
