@@ -6,8 +6,9 @@ wait for the slowest one (steps/s fell ~3.5x, the CPU idled). The gate is now wo
 and the weights are met by loss weighting (:mod:`mtrl.scheduler.loss_weights`). Three runs of
 the same config, one after the other, process actors: the gate on (the default), the gate off
 (``share_gate: false``) and ``fixed``. Reported after warm-up: env steps/s, each task's share
-of the learner's data and of the weighted learning signal (``scheduler/<task>/effective_share``)
-against its weight share, and how busy the CPU was (from ``/proc/stat``).
+of the learner's data and of the weighted learning signal (``scheduler/<task>/effective_share``,
+averaged over the logged records) against its weight share, and how busy the CPU was (from
+``/proc/stat``).
 Targets (issue: a work-conserving share gate): gate-on steps/s >= 0.9 x gate-off, every task's
 effective share within +-10 % of its weight share.
 
@@ -77,6 +78,12 @@ class CpuSampler:
         return (b1 - b0) / max(t1 - t0, 1.0)
 
 
+def _mean(records: list[dict[str, Any]], key: str) -> float | None:
+    """Mean of a logged metric over ``records`` (None where it was never logged)."""
+    values = [r[key] for r in records if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
 def one(label: str, policy: str, gate: bool, seconds: float, tmp: str) -> dict[str, Any]:
     sampler = CpuSampler()
     records = _run(TASKS, policy, len(NAMES), seconds, tmp, gate=gate)
@@ -87,9 +94,10 @@ def one(label: str, policy: str, gate: bool, seconds: float, tmp: str) -> dict[s
     warm = first + (end - first) / 3
     busy = sampler.busy(warm, end)
     res = _shares(records, NAMES, after_s=warm)
+    window = [r for r in records if r["charts/elapsed_s"] >= warm]
     last = records[-1]
     weight_share = {n: w / sum(WEIGHTS) for n, w in zip(NAMES, WEIGHTS, strict=True)}
-    effective = {n: last.get(f"scheduler/{n}/effective_share") for n in NAMES}
+    effective = {n: _mean(window, f"scheduler/{n}/effective_share") for n in NAMES}
     res.update(
         label=label,
         first_steps_s=first,
@@ -97,7 +105,7 @@ def one(label: str, policy: str, gate: bool, seconds: float, tmp: str) -> dict[s
         cpu_busy=busy,
         weight_share=weight_share,
         effective_share=effective,
-        loss_weight={n: last.get(f"scheduler/{n}/loss_weight") for n in NAMES},
+        loss_weight={n: _mean(window, f"scheduler/{n}/loss_weight") for n in NAMES},
         overdue_unrolls=last.get("scheduler/overdue_unrolls"),
         filled_unrolls=last.get("scheduler/filled_unrolls"),
         max_rel_error_effective=max(
@@ -112,7 +120,7 @@ def one(label: str, policy: str, gate: bool, seconds: float, tmp: str) -> dict[s
     for n in NAMES:
         print(
             f"{'':8s} {n:24s} weight {weight_share[n]:.1%}  data {res['share'][n]:.1%}  "
-            f"effective {effective[n] or 0:.1%}  loss weight {res['loss_weight'][n]}"
+            f"effective {effective[n] or 0:.1%}  loss weight {res['loss_weight'][n] or 1:.2f}"
         )
     return res
 

@@ -117,7 +117,7 @@ class SchedulerConfig(_Model):
     """Scale each task's loss by target share / recent data share, so every task's share of
     the learning signal meets its ``weight`` (or the adaptive policy's share) in every policy,
     gate or not. Off: a task weighs as much as the data its actors deliver."""
-    max_loss_weight: float = Field(default=4.0, ge=1.0)
+    max_loss_weight: float = Field(default=10.0, ge=1.0)
     """Cap of a loss weight (and floor ``1 / cap``): a task whose data share is more than this
     many times below its target stays below it, and the run says so (give it actors or envs)."""
     max_hold_s: PositiveFloat = 5.0
