@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +302,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(least: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``least`` (argparse then exits 2 with the
+    flag's name and a usage line, never a traceback from the config models)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is below {least}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mtrl", description="Train one agent on many heterogeneous RL tasks at once."
@@ -350,8 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", metavar="RUN_DIR", help="continue this run from its newest good checkpoint"
     )
-    p.add_argument("--total-env-steps", type=int, help="override total_env_steps")
-    p.add_argument("--seed", type=int, help="override the run seed")
+    p.add_argument("--total-env-steps", type=_count(1), help="override total_env_steps")
+    p.add_argument("--seed", type=_count(0), help="override the run seed")
     p.add_argument(
         "--nproc",
         type=int,
@@ -388,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run directory (its newest good checkpoint) or a checkpoint file",
     )
     p.add_argument("--tasks", nargs="+", metavar="NAME", help="only these tasks (name or env id)")
-    p.add_argument("--episodes", type=int, default=10, help="episodes per task and mode (10)")
+    p.add_argument("--episodes", type=_count(1), default=10, help="episodes per task and mode (10)")
     modes = p.add_mutually_exclusive_group()
     for mode, text in (
         ("greedy", "most likely actions only"),
@@ -397,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         modes.add_argument(f"--{mode}", dest="mode", action="store_const", const=mode, help=text)
     p.set_defaults(mode="both")
-    p.add_argument("--seed", type=int, help="eval env seed (default: training seed + 1e6)")
+    p.add_argument("--seed", type=_count(0), help="eval env seed (default: training seed + 1e6)")
     p.add_argument("--device", default="cpu", help="torch device for the policy (cpu)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_eval)

@@ -150,3 +150,22 @@ def test_train_table_and_last_record_show_the_final_greedy_eval(
     )  # CartPole: ≥ 8 steps
     assert cells[4] == f"{greedy:.1f}"
     assert "solved" not in row  # far from 475 after 3000 steps
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["train", "configs/quickstart.yaml", "--total-env-steps", "0"], "--total-env-steps"),
+        (["train", "configs/quickstart.yaml", "--seed", "-1"], "--seed"),
+        (["train", "configs/quickstart.yaml", "--total-env-steps", "1e6"], "--total-env-steps"),
+        (["eval", "runs/x", "--episodes", "0"], "--episodes"),
+    ],
+)
+def test_bad_numeric_flags_exit_2_naming_the_flag(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}:" in err and "Traceback" not in err

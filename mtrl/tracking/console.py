@@ -53,8 +53,10 @@ class RateEstimator:
         t = finite_or_none(record.get("charts/elapsed_s"))
         t = time.monotonic() if t is None else t
         if self._first is None or t < self._first[1]:
+            # The first record's rate includes start-up (imports, actor spawns, first resets):
+            # an ETA from it reads hours for a one-minute run. No ETA until a second record.
             self._first = (steps, t)
-            self.rate = finite_or_none(record.get("charts/sps"))
+            self.rate = None
             return
         dt = t - self._first[1]
         if dt > 0:
@@ -67,7 +69,8 @@ class RateEstimator:
 
 
 class PlainConsole:
-    """One readable line per record: steps, steps/s, ETA, each task's return and faults."""
+    """One readable line per record: steps, steps/s, ETA, each task's return and faults (a
+    task that has not made a step yet shows ``waiting``, with its faults if any)."""
 
     def __init__(
         self,
@@ -91,9 +94,13 @@ class PlainConsole:
             parts.append(f"ETA {format_duration(self.rate.eta(steps))}")
         for name in self.task_names:
             ret = finite_or_none(record.get(f"task/{name}/return"))
-            if ret is None:
-                continue
-            text = f"{name.split('/')[-1]} {ret:8.1f}"
+            task_steps = finite_or_none(record.get(f"task/{name}/env_steps"))
+            if ret is not None:
+                text = f"{name.split('/')[-1]} {ret:8.1f}"
+            elif task_steps == 0:  # no step yet: starting, or its actors keep failing
+                text = f"{name.split('/')[-1]} waiting"
+            else:
+                continue  # stepping, no finished episode yet
             faults = finite_or_none(record.get(f"task/{name}/faults"))
             if faults:
                 text += f" ({faults:.0f} faults)"

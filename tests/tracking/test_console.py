@@ -88,10 +88,23 @@ def test_jsonl_console_prints_parseable_records() -> None:
 def test_eta_and_durations() -> None:
     rate = RateEstimator(total=1000)
     assert rate.eta(0) is None
-    rate.update({"charts/env_steps": 100, "charts/elapsed_s": 1.0, "charts/sps": 50.0})
-    assert rate.eta(100) == 18.0  # only the instantaneous sps so far
+    rate.update({"charts/env_steps": 100, "charts/elapsed_s": 1.0, "charts/sps": 0.5})
+    assert rate.eta(100) is None  # the first record's rate includes start-up: no ETA yet
     rate.update({"charts/env_steps": 500, "charts/elapsed_s": 3.0})
     assert rate.rate == 200.0 and rate.eta(500) == 2.5
     assert format_duration(3725) == "1:02:05"
     assert format_duration(90000) == "1d 1:00:00"
     assert format_duration(None) == "-" and format_duration(float("nan")) == "-"
+
+
+def test_plain_console_shows_a_task_without_steps_as_waiting_with_its_faults() -> None:
+    out = io.StringIO()
+    view = PlainConsole(TASKS, out, total_env_steps=10_000)
+    record = _record(1000, 10.0)
+    for key in [k for k in record if k.startswith(f"task/{TASKS[1]}/")]:
+        del record[key]
+    record[f"task/{TASKS[1]}/env_steps"] = 0
+    record[f"task/{TASKS[1]}/faults"] = 4
+    view.write(record)
+    line = out.getvalue().splitlines()[0]
+    assert "breakout waiting (4 faults)" in line and "ETA -" in line
