@@ -404,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run directory (its newest good checkpoint) or a checkpoint file",
     )
     p.add_argument("--tasks", nargs="+", metavar="NAME", help="only these tasks (name or env id)")
-    p.add_argument("--episodes", type=_count(1), default=10, help="episodes per task and mode (10)")
+    p.add_argument("--episodes", type=int, default=10, help="episodes per task and mode (10)")
     modes = p.add_mutually_exclusive_group()
     for mode, text in (
         ("greedy", "most likely actions only"),

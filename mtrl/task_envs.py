@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import torch
 
+from mtrl.actors.pool import TaskSetup
 from mtrl.config import ExperimentConfig
 from mtrl.config.loading import reserved_env_kwargs_problems
 from mtrl.errors import ConfigError, EnvKwargsError, UserError
@@ -82,3 +83,43 @@ def build_anakin_env(
             "(e.g. tensor/CartPole-v1; `mtrl envs --plugin tensor`)"
         )
     return env
+
+
+def build_tasks(
+    cfg: ExperimentConfig, specs: list[EnvSpec], seed_offset: int, device: torch.device
+) -> tuple[list[TaskSetup], list[BatchEnv | None]]:
+    """Each task's setup for the actors, and the envs this process steps itself: serial-mode
+    and Anakin tasks (None for the others, whose actors build their own). On a failure the
+    envs already built are closed before the error goes on."""
+    serial = cfg.actors.mode == "serial"
+    setups: list[TaskSetup] = []
+    envs: list[BatchEnv | None] = []
+    try:
+        for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):
+            seed = cfg.task_seed(i) + seed_offset
+            env = None
+            if task.anakin:
+                env = build_anakin_env(spec, cfg, i, seed, device)
+            elif serial:
+                env = build_env(spec, cfg, i, task.num_envs, seed)
+            envs.append(env)
+            obs_space, act_space = task_spaces(spec, cfg, i, env)
+            setups.append(
+                TaskSetup(
+                    index=i,
+                    name=task.key,
+                    env_id=task.env,
+                    num_envs=task.num_envs,
+                    seed=seed,
+                    reward_scale=task.reward_scale,
+                    observation_space=obs_space,
+                    action_space=act_space,
+                    env_kwargs=dict(task.env_kwargs),
+                )
+            )
+    except BaseException:
+        for env in envs:
+            if env is not None:
+                env.close()
+        raise
+    return setups, envs

@@ -43,7 +43,7 @@ from mtrl.progress import (
     task_results,
 )
 from mtrl.scheduler import Rebalancer
-from mtrl.task_envs import build_anakin_env, build_env, task_spaces
+from mtrl.task_envs import build_tasks
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.unroll_queue import UnrollQueue
@@ -95,29 +95,8 @@ class Trainer:
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
         self.anakin: list[AnakinRunner] = []
         try:
-            setups: list[TaskSetup] = []
-            for i, (task, spec) in enumerate(zip(cfg.tasks, self.specs, strict=True)):
-                seed = cfg.task_seed(i) + seed_offset
-                env = None
-                if task.anakin:
-                    env = build_anakin_env(spec, cfg, i, seed, device)
-                elif serial:
-                    env = build_env(spec, cfg, i, task.num_envs, seed)
-                envs.append(env)
-                obs_space, act_space = task_spaces(spec, cfg, i, env)
-                setups.append(
-                    TaskSetup(
-                        index=i,
-                        name=task.key,
-                        env_id=task.env,
-                        num_envs=task.num_envs,
-                        seed=seed,
-                        reward_scale=task.reward_scale,
-                        observation_space=obs_space,
-                        action_space=act_space,
-                        env_kwargs=dict(task.env_kwargs),
-                    )
-                )
+            setups, built = build_tasks(cfg, self.specs, seed_offset, device)
+            envs.extend(built)
             spaces = [TaskSpaces(s.observation_space, s.action_space) for s in setups]
             model = MultiTaskModel(spaces, cfg.learner.model)
             self.learner = make_learner(model, cfg.learner, self.names, self.ctx, device)

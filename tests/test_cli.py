@@ -158,7 +158,7 @@ def test_train_table_and_last_record_show_the_final_greedy_eval(
         (["train", "configs/quickstart.yaml", "--total-env-steps", "0"], "--total-env-steps"),
         (["train", "configs/quickstart.yaml", "--seed", "-1"], "--seed"),
         (["train", "configs/quickstart.yaml", "--total-env-steps", "1e6"], "--total-env-steps"),
-        (["eval", "runs/x", "--episodes", "0"], "--episodes"),
+        (["eval", "runs/x", "--seed", "-5"], "--seed"),
     ],
 )
 def test_bad_numeric_flags_exit_2_naming_the_flag(
