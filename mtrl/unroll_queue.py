@@ -4,7 +4,8 @@ task's loss weighs.
 Every unroll an actor hands over waits here until an update uses it; its slot stays the
 learner's until then. Without share targets every waiting unroll goes into the next update.
 With them (``balanced``, ``progress``; see :mod:`mtrl.scheduler.admission`) the share gate
-picks, and unrolls of tasks ahead of their share may wait, at most ``max_hold_s`` — but only
+picks, and unrolls of tasks ahead of their share may wait, at most ``max_hold_s`` — only where
+the loss weights cannot meet the targets (weighting off, or a weight at its cap), and only
 while the learner has other work: the gate is work-conserving, so when the admitted unrolls
 cannot fill a batch the held ones fill it (least ahead first) rather than leave the learner
 and the held actors' cores idle.
@@ -87,7 +88,7 @@ class UnrollQueue:
         if sum(columns) < min_columns:
             return None
         chosen, late = list(range(len(self._waiting))), 0
-        if not self.gate.open:
+        if not self.gate.open and self._weighting_falls_short():
             now = time.monotonic()
             waiting = [
                 Waiting(ru.task, ru.buffer.num_envs * ru.buffer.length, now - t)
@@ -104,6 +105,14 @@ class UnrollQueue:
         out = [self._waiting[k][0] for k in chosen]
         self._waiting = [w for k, w in enumerate(self._waiting) if k not in taken]
         return out
+
+    def _weighting_falls_short(self) -> bool:
+        """Whether the gate should hold at all: without loss weights, or when a weight is at
+        its cap (only more data helps that task). Otherwise the weights already meet the
+        targets, and holding would only block the cheap tasks' actors for nothing."""
+        if self.max_loss_weight is None:
+            return True
+        return bool(capped_tasks(self.last_counts, self.loss_targets, self.max_loss_weight))
 
     def drain(self) -> list[ReadyUnroll]:
         """Every waiting unroll (at the end of a run, to give the slots back)."""

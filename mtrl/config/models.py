@@ -110,9 +110,10 @@ class SchedulerConfig(_Model):
     so solved tasks are not forgotten."""
     share_gate: bool = True
     """With a policy that sets target data shares (``balanced``, ``progress``), the learner
-    holds back unrolls of a task ahead of its target by more than one unroll while it has other
-    data for its next update (never idling the learner); its actors wait on full slots, leaving
-    the cores to the tasks behind. Off: every unroll goes in on arrival."""
+    holds back unrolls of a task ahead of its target by more than one unroll — where the loss
+    weights cannot meet the targets (off, or a weight at its cap) and while it has other data
+    for its next update (never idling the learner); its actors wait on full slots, leaving the
+    cores to the tasks behind. Off: every unroll goes in on arrival."""
     loss_weights: bool = True
     """Scale each task's loss by target share / recent data share, so every task's share of
     the learning signal meets its ``weight`` (or the adaptive policy's share) in every policy,

@@ -112,3 +112,18 @@ def test_a_starved_task_is_named_once_the_window_is_warm() -> None:
     off = UnrollQueue(2, max_hold_s=1.0, max_loss_weight=None)
     off.weigh(batches := [_batch(0, 190), _batch(1, 10)])
     assert [b.loss_weight for b in batches] == [1.0, 1.0] and off.capped() == []
+
+
+def test_with_loss_weights_the_gate_holds_only_while_a_weight_is_capped() -> None:
+    q = UnrollQueue(2, max_hold_s=60.0, max_loss_weight=4.0)
+    q.set_targets([0.5, 0.5])
+    q.delivered([(0, 300), (1, 100)])  # task 0 ahead, but a weight of 3x is within the cap
+    q.weigh([_batch(0, 20), _batch(1, 20)])
+    q.add(_unroll(0))
+    q.add(_unroll(1))
+    assert sorted(ru.task for ru in q.take(min_columns=4)) == [0, 1], "weights suffice: no hold"
+    q.delivered([(0, 3000)])  # now task 1 would need more than 4x: only data can help it
+    q.weigh([_batch(0, 20), _batch(1, 20)])
+    q.add(_unroll(0))
+    q.add(_unroll(1))
+    assert [ru.task for ru in q.take(min_columns=4)] == [1], "task 0 held while 1 is capped"
