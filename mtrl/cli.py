@@ -79,6 +79,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate configs; one line per problem with file, line and YAML path."""
+    from mtrl.actors.ray_cluster import placement_notes, ray_mode_problems
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
     from mtrl.preflight import check_memory
@@ -100,6 +101,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 _check_envs(cfg, plugins, path)
             specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
             check_memory(cfg, specs, source=path)  # the envs' spaces only with --check-envs
+            if problems := ray_mode_problems(cfg, path):
+                raise UserError(problems[0])
         except UserError as e:
             failed = True
             for line in e.problems:
@@ -107,7 +110,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         tasks = ", ".join(t.key for t in cfg.tasks)
         print(f"{path}: ok ({len(cfg.tasks)} tasks: {tasks})")
-        for note in weight_notes(cfg):
+        for note in weight_notes(cfg) + placement_notes(cfg):
             print(f"{path}: warning: {note}")
     return EXIT_USER_ERROR if failed else 0
 
@@ -143,6 +146,7 @@ def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train one agent on every task of CONFIG (or continue RUN_DIR with --resume); prints
     progress and a final per-task table. Ctrl-C or SIGTERM stops cleanly with a checkpoint."""
+    from mtrl.actors.ray_cluster import placement_notes
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
     from mtrl.run_state import NothingToDo
@@ -180,7 +184,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides["seed"] = args.seed
         if overrides:
             cfg = cfg.model_validate({**cfg.model_dump(), **overrides})
-        for note in weight_notes(cfg):
+        for note in weight_notes(cfg) + placement_notes(cfg):
             print(f"WARNING: {note}")
         trainer = Trainer(cfg, plugins)
     received: list[int] = []

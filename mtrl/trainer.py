@@ -18,9 +18,8 @@ import numpy as np
 import torch
 
 from mtrl import run_state
-from mtrl.actors.faults import FaultPolicy
-from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.factory import make_pool
+from mtrl.actors.pool import TaskSetup
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
 from mtrl.anakin import AnakinRunner
@@ -118,21 +117,8 @@ class Trainer:
                 elif actor_tasks[i] is None:
                     env.close()
                     envs[i] = None
-            if serial:
-                inference = InferenceModel(self.model, shared=True)
-                self.pool = SerialPool(actor_tasks, envs, unroll, inference)
-            else:
-                self.pool = ParallelPool(
-                    actor_tasks,
-                    unroll,
-                    InferenceModel(self.model),
-                    mode=cfg.actors.mode,
-                    num_slots=cfg.actors.slots_per_actor,
-                    start_method=cfg.actors.start_method,
-                    faults=FaultPolicy(
-                        max_restarts=sc.max_restarts, step_timeout_s=sc.step_timeout_s
-                    ),
-                )
+            self.pool = make_pool(cfg, actor_tasks, envs, self.model)
+            if not serial:
                 first = self.rebalancer.initial()
                 self.pool.set_actors(first.counts)
                 self._set_share_targets(first.shares)
@@ -345,6 +331,9 @@ class Trainer:
         """Apply the scheduler's decision when one is due (parallel pools only)."""
         if not hasattr(self.pool, "set_actors"):
             return
+        slots = self.pool.budget_slots() if hasattr(self.pool, "budget_slots") else None
+        if slots is not None:  # Ray: the budget follows the cluster's nodes
+            self.rebalancer.set_slots(slots)
         current = self.pool.actors_per_task()
         decision = self.rebalancer.decide(current)
         if decision is None:
@@ -387,6 +376,7 @@ class Trainer:
             self._capped_said.add(i)
             print(f"WARNING: {self.queue.capped_message(i, self.names[i])}")
         faults = [f.as_metrics() for f in self.pool.faults]
+        record.update(getattr(self.pool, "metrics", dict)())  # Ray: actors per node
         record.update(
             task_metrics(self.results(), self.progress, faults, self.pool.actors_per_task())
         )

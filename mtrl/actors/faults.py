@@ -12,7 +12,7 @@ import signal
 from collections import deque
 from dataclasses import dataclass, field
 
-from mtrl.actors.server import FAULT_KINDS
+from mtrl.actors.server import FAULT_KINDS, ActorEvent
 
 
 @dataclass(frozen=True)
@@ -147,3 +147,73 @@ def describe_exit(code: int | None) -> str:
         "SIGTERM": "terminated from outside",
     }.get(name)
     return f"the actor process exited, killed by {name}" + (f" ({why})" if why else "")
+
+
+class FaultBook:
+    """A pool's fault bookkeeping, the same for process, thread and Ray actors: per-task
+    :class:`TaskFaults`, the restart queue with back-off, quarantine, and the events the
+    trainer reads. The pool detects faults and starts/stops actors; this decides what follows.
+    """
+
+    def __init__(self, policy: FaultPolicy, task_names: list[str | None]) -> None:
+        self.policy = policy
+        self.names = task_names
+        self.faults = [TaskFaults(window_s=policy.window_s) for _ in task_names]
+        self.restart_at: list[tuple[float, int]] = []  # (monotonic time, task)
+        self.events: list[ActorEvent] = []
+
+    def failed(
+        self, task: int, actor_id: int, kind: str, text: str, since: float, now: float
+    ) -> bool:
+        """Count a fault of ``task``'s actor (alive since ``since``, or since its last unroll)
+        and schedule a restart after the back-off; True when this fault quarantines the task
+        (the pool then stops its other actors)."""
+        fp, f = self.policy, self.faults[task]
+        f.record_fault(kind, text, now)
+        delay = fp.backoff(f.streak)
+        self.events.append(ActorEvent(actor_id, task, kind, text, now - since + delay))
+        if f.quarantined:
+            return False
+        if fp.quarantine_due(f, now):
+            self._quarantine(task, *f.recent(now))
+            return True
+        self.restart_at.append((now + delay, task))
+        return False
+
+    def _quarantine(self, task: int, failures: int, attempts: int) -> None:
+        f, fp = self.faults[task], self.policy
+        f.quarantined = True
+        f.reason = (
+            f"task {self.names[task]!r} quarantined: {failures} of its {attempts} unroll "
+            f"attempts in the last {fp.window_s:g}s failed (scheduler.max_restarts="
+            f"{fp.max_restarts}); faults so far: {f.kinds_text()}; last error ({f.last_kind}): "
+            f"{f.last_error}. Its actors are stopped; the other tasks keep training."
+        )
+        self.restart_at = [r for r in self.restart_at if r[1] != task]
+        self.events.append(ActorEvent(-1, task, "quarantine", f.reason))
+
+    def due(self, now: float) -> list[int]:
+        """Tasks whose restart is due now (each counted as a restart), oldest first."""
+        due = [task for at, task in self.restart_at if at <= now]
+        self.restart_at = [(at, task) for at, task in self.restart_at if at > now]
+        out = [task for task in due if not self.faults[task].quarantined]
+        for task in out:
+            self.faults[task].restarts += 1
+        return out
+
+    def pending(self) -> list[int]:
+        """The task of every restart still waiting (counted as an actor of its task)."""
+        return [task for _, task in self.restart_at]
+
+    def cancel_restart(self, task: int) -> bool:
+        """Drop ``task``'s latest pending restart (fewer actors wanted); False if none."""
+        mine = [r for r in self.restart_at if r[1] == task]
+        if not mine:
+            return False
+        self.restart_at.remove(max(mine))
+        return True
+
+    def pop_events(self) -> list[ActorEvent]:
+        """Faults and quarantines since the last call."""
+        out, self.events = self.events, []
+        return out

@@ -28,14 +28,14 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import torch
 
 from mtrl.actors import protocol as P
-from mtrl.actors.faults import FaultPolicy, TaskFaults, describe_exit
+from mtrl.actors.faults import FaultBook, FaultPolicy, TaskFaults, describe_exit
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
 from mtrl.actors.server import ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
@@ -58,6 +58,40 @@ class TaskSetup:
     observation_space: gym.Space
     action_space: gym.Space
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def job_fields(self, actor_id: int, k: int, unroll_length: int) -> dict[str, Any]:
+        """The :class:`~mtrl.actors.worker.ActorJob` fields of this task's ``k``-th actor
+        (its envs seeded ``seed + k * num_envs``, so no two actors share a seed)."""
+        return dict(
+            actor_id=actor_id,
+            task=self.index,
+            task_name=self.name,
+            env_id=self.env_id,
+            num_envs=self.num_envs,
+            seed=self.seed + k * self.num_envs,
+            unroll_length=unroll_length,
+            reward_scale=self.reward_scale,
+            env_kwargs=dict(self.env_kwargs),
+        )
+
+
+def actor_changes(
+    current: list[int], counts: list[int], book: FaultBook, first: list[int] | None = None
+) -> list[tuple[int, int, int]]:
+    """``(task, actors to start, actors to stop)`` that take ``current`` to ``counts``:
+    quarantined tasks and tasks the pool does not run (no name) want none, and a pending
+    restart is cancelled before a running actor is stopped. ``first``: tasks to handle first."""
+    order = (first or []) + [i for i in range(len(counts)) if i not in (first or [])]
+    out = []
+    for task in order:
+        have, want = current[task], counts[task]
+        if book.faults[task].quarantined or book.names[task] is None:
+            want = 0
+        excess = have - want
+        while excess > 0 and book.cancel_restart(task):
+            excess -= 1
+        out.append((task, max(want - have, 0), max(excess, 0)))
+    return out
 
 
 @contextlib.contextmanager
@@ -164,7 +198,8 @@ class ParallelPool:
         self.num_slots = num_slots
         self.inference = inference
         self.fault_policy = faults or FaultPolicy()
-        self.faults = [TaskFaults(window_s=self.fault_policy.window_s) for _ in tasks]
+        self.book = FaultBook(self.fault_policy, [t.name if t else None for t in tasks])
+        self.faults = self.book.faults
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
             # Starts and restarts fork from a server that has imported the worker and loaded
@@ -175,8 +210,6 @@ class ParallelPool:
         self._handles: dict[int, ActorHandle] = {}
         self._next_id = 0
         self._started_per_task: dict[int, int] = defaultdict(int)
-        self._restart_at: list[tuple[float, int]] = []  # (monotonic time, task)
-        self._events: list[ActorEvent] = []
         self._abandoned: list[threading.Thread] = []
         self.server.start()
 
@@ -187,7 +220,7 @@ class ParallelPool:
         for h in self._handles.values():
             if h.alive and not h.stopping:
                 counts[h.spec.task] += 1
-        for _, task in self._restart_at:
+        for task in self.book.pending():
             counts[task] += 1
         return counts
 
@@ -204,17 +237,9 @@ class ParallelPool:
         actor_id = self._next_id
         self._next_id += 1
         spec = ActorSpec(
-            actor_id=actor_id,
-            task=task,
-            task_name=t.name,
-            env_id=t.env_id,
-            num_envs=t.num_envs,
-            seed=t.seed + k * t.num_envs,
-            unroll_length=self.unroll_length,
-            reward_scale=t.reward_scale,
+            **t.job_fields(actor_id, k, self.unroll_length),
             layout=arena.layout,
             num_slots=self.num_slots,
-            env_kwargs=dict(t.env_kwargs),
         )
         parent, child = mp.Pipe(duplex=True)
         if self.mode == "process":
@@ -252,23 +277,16 @@ class ParallelPool:
     def set_actors(self, counts: list[int]) -> None:
         """Start or stop actors so that task ``i`` has ``counts[i]`` of them (pending restarts
         count as actors; quarantined tasks get none)."""
-        current = self.actors_per_task()
-        for task, (have, want) in enumerate(zip(current, counts, strict=True)):
-            if self.faults[task].quarantined or self.tasks[task] is None:
-                want = 0
-            for _ in range(want - have):
+        for task, start, stop in actor_changes(self.actors_per_task(), counts, self.book):
+            for _ in range(start):
                 self.start_actor(task)
-            excess = have - want
-            while excess > 0 and any(t == task for _, t in self._restart_at):
-                self._restart_at.remove(max(r for r in self._restart_at if r[1] == task))
-                excess -= 1
-            if excess > 0:
+            if stop > 0:
                 mine = [
                     h.spec.actor_id
                     for h in self._handles.values()
                     if h.spec.task == task and h.alive and not h.stopping
                 ]
-                for actor_id in sorted(mine, reverse=True)[:excess]:
+                for actor_id in sorted(mine, reverse=True)[:stop]:
                     self.stop_actor(actor_id)
 
     def abandoned_threads(self) -> int:
@@ -315,15 +333,13 @@ class ParallelPool:
 
     def events(self) -> list[ActorEvent]:
         """Faults and quarantines seen since the last call (for logging and the scheduler)."""
-        out, self._events = self._events, []
-        return out
+        return self.book.pop_events()
 
     # -- faults -------------------------------------------------------------------------------
     def _on_event(self, ev: ActorEvent) -> None:
         if ev.kind == "server":
             raise RuntimeError(f"the inference server failed: {ev.text}") from self.server.error
         now = time.monotonic()
-        fp, f = self.fault_policy, self.faults[ev.task]
         h = self._handles.get(ev.actor_id)
         text = ev.text
         if h is not None:
@@ -340,42 +356,17 @@ class ParallelPool:
                     if self.mode == "thread"
                     else "; the actor process was killed"
                 )
-        f.record_fault(ev.kind, text, now)
-        delay = fp.backoff(f.streak)
         since = (h.last_unroll or h.started) if h is not None else now
-        self._events.append(replace(ev, text=text, lost_s=now - since + delay))
-        if f.quarantined:
-            return
-        if fp.quarantine_due(f, now):
-            self._quarantine(ev.task, *f.recent(now))
-            return
-        self._restart_at.append((now + delay, ev.task))
-
-    def _quarantine(self, task: int, failures: int, attempts: int) -> None:
-        """Take ``task`` out of the run: no restarts, its actors stopped, a clear message."""
-        f, fp = self.faults[task], self.fault_policy
-        f.quarantined = True
-        f.reason = (
-            f"task {self.tasks[task].name!r} quarantined: {failures} of its {attempts} unroll "
-            f"attempts in the last {fp.window_s:g}s failed (scheduler.max_restarts="
-            f"{fp.max_restarts}); faults so far: {f.kinds_text()}; last error ({f.last_kind}): "
-            f"{f.last_error}. Its actors are stopped; the other tasks keep training."
-        )
-        self._restart_at = [r for r in self._restart_at if r[1] != task]
-        for h in list(self._handles.values()):
-            if h.spec.task == task:
-                self.stop_actor(h.spec.actor_id)
-        self._events.append(ActorEvent(-1, task, "quarantine", f.reason))
+        if self.book.failed(ev.task, ev.actor_id, ev.kind, text, since, now):
+            for other in list(self._handles.values()):  # quarantined: stop its actors
+                if other.spec.task == ev.task:
+                    self.stop_actor(other.spec.actor_id)
 
     def _supervise(self) -> None:
         """Restart due actors; kill actors stuck in one env step past the timeout."""
         now = time.monotonic()
-        due = [task for at, task in self._restart_at if at <= now]
-        self._restart_at = [(at, task) for at, task in self._restart_at if at > now]
-        for task in due:
-            if not self.faults[task].quarantined:
-                self.faults[task].restarts += 1
-                self.start_actor(task)
+        for task in self.book.due(now):
+            self.start_actor(task)
         fp = self.fault_policy
         for h in list(self._handles.values()):
             if h.alive and h.stopping and now - (h.stop_sent or now) > fp.stop_timeout_s:

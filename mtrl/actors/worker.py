@@ -35,9 +35,10 @@ from mtrl.actors.shm import Arena, ArenaLayout
 from mtrl.actors.unroll import UnrollBuffer
 
 
-@dataclass(frozen=True)
-class ActorSpec:
-    """Everything a worker needs, picklable for a spawned process."""
+@dataclass(frozen=True, kw_only=True)
+class ActorJob:
+    """What any actor of a task runs, whatever the pool: which env, how many copies, its seed
+    and unroll length (picklable, for a spawned process or a Ray worker)."""
 
     actor_id: int
     task: int
@@ -47,9 +48,15 @@ class ActorSpec:
     seed: int
     unroll_length: int
     reward_scale: float
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorSpec(ActorJob):
+    """An actor worker of the parallel pool: its job and its unroll slots in shared memory."""
+
     layout: ArenaLayout
     num_slots: int
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def fault_kind(e: BaseException) -> str:

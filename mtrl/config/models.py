@@ -14,8 +14,6 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -25,14 +23,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from mtrl.config.base import ConfigModel
+from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.names import unknown_env_message, unknown_tracker_message
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class TaskConfig(_Model):
+class TaskConfig(ConfigModel):
     """One task of the multi-task run: an environment and how much of the run it gets."""
 
     env: str = Field(min_length=1)
@@ -51,6 +47,9 @@ class TaskConfig(_Model):
     """Mean episode return at which the task counts as solved (reporting, progress scheduling)."""
     seed: int | None = Field(default=None, ge=0)
     """Seed of this task's envs; defaults to the run seed plus the task's index."""
+    placement: TaskPlacement = Field(default_factory=TaskPlacement)
+    """What each of this task's actors reserves on a Ray node: CPUs, memory, custom resources
+    that pin it to nodes (``actors.mode: ray`` only; docs/DISTRIBUTED.md)."""
     anakin: bool = False
     """Run this task Anakin-style (Podracer): its env must be tensor-native (e.g.
     ``tensor/CartPole-v1``); it lives on the learner's device and rollouts run there, with no
@@ -76,7 +75,7 @@ def _unknown_env(env_id: str, known: Any) -> str:
     return unknown_env_message(env_id, known)
 
 
-class SchedulerConfig(_Model):
+class SchedulerConfig(ConfigModel):
     """How actor slots are shared between tasks (see mtrl/scheduler)."""
 
     BUILTIN_POLICIES: ClassVar[tuple[str, ...]] = ("fixed", "balanced", "progress")
@@ -145,7 +144,7 @@ class SchedulerConfig(_Model):
         return policy
 
 
-class PopArtConfig(_Model):
+class PopArtConfig(ConfigModel):
     """Per-task PopArt value normalisation (Hessel et al. 2019)."""
 
     enabled: bool = True
@@ -173,7 +172,7 @@ class PopArtConfig(_Model):
         return self
 
 
-class ModelConfig(_Model):
+class ModelConfig(ConfigModel):
     """Sizes of the multi-task network: per-task encoders → shared torso → per-task heads."""
 
     encoder_dim: PositiveInt = 256
@@ -194,7 +193,7 @@ class ModelConfig(_Model):
     is not the default because breakout lost ground beside it there."""
 
 
-class ParallelConfig(_Model):
+class ParallelConfig(ConfigModel):
     """Distribution of the learner across devices/processes (torchrun)."""
 
     data_parallel: PositiveInt = 1
@@ -210,7 +209,7 @@ class ParallelConfig(_Model):
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
 
 
-class LearnerConfig(_Model):
+class LearnerConfig(ConfigModel):
     """IMPALA learner with V-trace and per-task PopArt."""
 
     algorithm: Literal["impala"] = "impala"
@@ -270,7 +269,7 @@ class LearnerConfig(_Model):
         return device
 
 
-class WandbConfig(_Model):
+class WandbConfig(ConfigModel):
     """Weights & Biases tracking."""
 
     mode: Literal["auto", "online", "offline", "disabled"] = "auto"
@@ -304,7 +303,7 @@ def _tracker_exists(name: str, info: ValidationInfo) -> str:
 TrackerName = Annotated[str, Field(min_length=1), AfterValidator(_tracker_exists)]
 
 
-class TrackingConfig(_Model):
+class TrackingConfig(ConfigModel):
     """Where metrics go."""
 
     run_dir: Path = Path("runs")
@@ -326,7 +325,7 @@ class TrackingConfig(_Model):
     (``eval/<task>/greedy_return``); 0 = no final evaluation."""
 
 
-class CheckpointConfig(_Model):
+class CheckpointConfig(ConfigModel):
     """Periodic, atomic checkpoints for exact resume."""
 
     enabled: bool = True
@@ -339,22 +338,26 @@ class CheckpointConfig(_Model):
     """Checkpoints kept; older ones are deleted."""
 
 
-class ActorsConfig(_Model):
+class ActorsConfig(ConfigModel):
     """Who steps the envs (see mtrl/actors): serially here, or parallel actor workers."""
 
-    mode: Literal["serial", "process", "thread"] = "process"
+    mode: Literal["serial", "process", "thread", "ray"] = "process"
     """``serial``: every task stepped in the learner's thread (debugging; no parallelism);
     ``process``: actor worker processes; ``thread``: actor threads in the learner process (for
-    envs that release the GIL, e.g. envpool). Parallel modes share one batched inference server
-    and hand unrolls over through shared memory."""
+    envs that release the GIL, e.g. envpool). These two share one batched inference server
+    and hand unrolls over through shared memory. ``ray``: actors are Ray actors anywhere in a
+    Ray cluster (``actors.ray``), each acting with its own CPU copy of the policy and handing
+    unrolls over through Ray's object store (needs ``pip install 'mtrl[ray]'``)."""
     slots_per_actor: int = Field(default=2, ge=1, le=64)
     """Unroll buffers per actor: with 2 or more an actor keeps stepping while the learner reads
     its previous unroll (double buffering)."""
     start_method: Literal["spawn", "forkserver", "fork"] = "spawn"
     """How actor processes start. ``spawn`` is the safe default next to torch's threads."""
+    ray: RayConfig = Field(default_factory=RayConfig)
+    """The Ray cluster of ``mode: ray`` (ignored by the other modes)."""
 
 
-class ExperimentConfig(_Model):
+class ExperimentConfig(ConfigModel):
     """A multi-task training run."""
 
     name: str = Field(default="mtrl", pattern=r"^[A-Za-z0-9_.\-]+$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mtrl.config import ExperimentConfig
@@ -101,6 +101,12 @@ class Rebalancer:
     def quarantine(self, task: int) -> None:
         if not self.stats[task].quarantined:
             self.stats[task].quarantine()
+
+    def set_slots(self, slots: int) -> None:
+        """Resize the budget (a Ray cluster's nodes came or went); the next decision uses it.
+        Never below the per-task floor."""
+        floor = self.budget.min_per_task * len(self.actor_tasks)
+        self.budget = replace(self.budget, slots=max(slots, floor, 1))
 
     def decide(self, current: list[int], force: bool = False) -> Decision | None:
         """A new decision when ``rebalance_every_s`` has passed (or ``force``), else None."""

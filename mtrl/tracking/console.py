@@ -68,6 +68,13 @@ class RateEstimator:
         return max(self.total - steps, 0) / self.rate
 
 
+def actors_per_node_text(record: dict[str, Any]) -> str:
+    """``actors 3@1a2b3c 2@4d5e6f`` (count @ Ray node id prefix) in a Ray run, else ``""``."""
+    prefix = "actors/node/"
+    per_node = [(k[len(prefix) :], v) for k, v in record.items() if k.startswith(prefix)]
+    return "actors " + " ".join(f"{v:.0f}@{n[:6]}" for n, v in sorted(per_node)) if per_node else ""
+
+
 class PlainConsole:
     """One readable line per record: steps, steps/s, ETA, each task's return and faults (a
     task that has not made a step yet shows ``waiting``, with its faults if any)."""
@@ -92,6 +99,8 @@ class PlainConsole:
         ]
         if self.rate.total:
             parts.append(f"ETA {format_duration(self.rate.eta(steps))}")
+        if nodes := actors_per_node_text(record):
+            parts.append(nodes)
         for name in self.task_names:
             ret = finite_or_none(record.get(f"task/{name}/return"))
             task_steps = finite_or_none(record.get(f"task/{name}/env_steps"))
@@ -184,6 +193,8 @@ class RichProgress:
         faults = sum(finite_or_none(r.get(f"task/{n}/faults")) or 0 for n in self.task_names)
         if faults:
             bits.append(f"[red]faults {faults:.0f}[/]")
+        if nodes := actors_per_node_text(r):
+            bits.append(nodes)
         parts: list[Any] = [head, Text.from_markup("  ".join(bits))]
         if total:
             bar = Table.grid()  # a bar alone does not end its line inside a Group

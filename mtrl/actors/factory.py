@@ -1,0 +1,56 @@
+"""The actor pool a config asks for (``actors.mode``): serial, process/thread, or Ray.
+
+Ray's pool is imported only when asked for, so Ray stays an optional extra.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from mtrl.actors.faults import FaultPolicy
+from mtrl.actors.inference import InferenceModel
+from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
+from mtrl.config import ExperimentConfig
+from mtrl.plugins import BatchEnv
+
+
+def make_pool(
+    cfg: ExperimentConfig,
+    tasks: list[TaskSetup | None],
+    envs: list[BatchEnv | None],
+    model: torch.nn.Module,
+) -> Any:
+    """The pool of ``cfg.actors.mode`` for ``tasks`` (None: a task this pool does not run).
+
+    ``envs`` are the serial pool's, built by the caller; ``model`` is the learner's (serial
+    mode acts with it directly; the others keep their own copy, refreshed by ``publish``).
+    """
+    mode, sc = cfg.actors.mode, cfg.scheduler
+    if mode == "serial":
+        return SerialPool(
+            tasks, envs, cfg.learner.unroll_length, InferenceModel(model, shared=True)
+        )
+    faults = FaultPolicy(max_restarts=sc.max_restarts, step_timeout_s=sc.step_timeout_s)
+    if mode == "ray":
+        from mtrl.actors.ray_pool import RayPool
+
+        return RayPool(
+            tasks,
+            cfg.learner.unroll_length,
+            InferenceModel(model),
+            placements=[t.placement for t in cfg.tasks],
+            ray_config=cfg.actors.ray,
+            num_slots=cfg.actors.slots_per_actor,
+            faults=faults,
+        )
+    return ParallelPool(
+        tasks,
+        cfg.learner.unroll_length,
+        InferenceModel(model),
+        mode=mode,
+        num_slots=cfg.actors.slots_per_actor,
+        start_method=cfg.actors.start_method,
+        faults=faults,
+    )

@@ -1,0 +1,351 @@
+"""``actors.mode: ray``: actor workers as Ray actors, anywhere in a Ray cluster.
+
+Same contract as the other pools (:mod:`mtrl.actors.pool`: ``get / release / publish / events /
+set_actors``), so the trainer, the scheduler and the share gate do not change. What differs:
+
+* **Placement.** Each actor reserves its task's :class:`~mtrl.config.placement.TaskPlacement`
+  (CPUs, memory, custom resources that pin it to the nodes where its simulation is installed);
+  Ray puts it on a node that has them.
+* **Inference on the actor** (IMPALA's arrangement, :mod:`mtrl.actors.ray_actor`): each actor
+  acts with its own CPU copy of the policy. :meth:`RayPool.publish` only notes the learner's
+  newest version; the weights go into Ray's object store (once per version, when an actor is
+  next asked for an unroll) and actors load them at unroll boundaries. Every step carries the
+  version that acted.
+* **Unrolls through the object store**, one Ray call per unroll. An actor has at most
+  ``num_slots`` unrolls in flight or held by the learner (backpressure, as the shared-memory
+  slots of the other pools: a gated task's actors wait). Unroll arrays come back zero-copy
+  (read-only views of the object store when the actor ran on this node) and the learner only
+  reads them.
+* **Faults** (as :class:`~mtrl.actors.pool.ParallelPool`, docs/FAULTS.md): an env that raises
+  or returns NaN arrives as the call's exception; a killed actor process or a lost node as
+  Ray's actor-died error; a call running ``step_timeout_s`` past the actor's usual unroll time
+  is a hang and the actor is killed. Each is counted per task and kind, the unroll is dropped,
+  and a new actor is started after the back-off — on any node that has the resources, so a
+  lost node's actors come back elsewhere. The learner never waits on a dead node: it only
+  ever takes calls that have finished.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+import warnings
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from mtrl.actors.faults import FaultBook, FaultPolicy
+from mtrl.actors.inference import InferenceModel
+from mtrl.actors.pool import TaskSetup, actor_changes
+from mtrl.actors.ray_actor import RemoteActor, RemoteActorSpec, weights_of
+from mtrl.actors.ray_cluster import (
+    actor_options,
+    alive_nodes,
+    cluster_cpus,
+    connect,
+    import_ray,
+    missing_resources,
+)
+from mtrl.actors.server import ActorEvent, ReadyUnroll
+from mtrl.actors.unroll import UnrollBuffer
+from mtrl.actors.worker import fault_kind
+from mtrl.config.placement import RayConfig, TaskPlacement
+
+# The learner reads unroll arrays in place; Ray hands them over as read-only views of its
+# object store, which torch.as_tensor warns about once. Nothing writes to a batch.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+@dataclass
+class _Actor:
+    """The pool's view of one remote actor."""
+
+    spec: RemoteActorSpec
+    handle: Any  # ray.actor.ActorHandle
+    start_ref: Any  # the pending start() call; None once started
+    started: float = field(default_factory=time.monotonic)
+    node: str | None = None
+    inflight: deque = field(default_factory=deque)  # (ref, submitted at), oldest first
+    held: int = 0  # unrolls the learner holds
+    last_done: float | None = None  # when its last call was seen finished
+    walls: deque = field(default_factory=lambda: deque(maxlen=20))  # recent unroll wall s
+    waiting_said: bool = False
+
+
+class RayPool:
+    """Remote actors on a Ray cluster feeding the learner through the object store."""
+
+    mode = "ray"
+
+    def __init__(
+        self,
+        tasks: list[TaskSetup | None],
+        unroll_length: int,
+        inference: InferenceModel,
+        *,
+        placements: list[TaskPlacement] | None = None,
+        ray_config: RayConfig | None = None,
+        num_slots: int = 2,
+        faults: FaultPolicy | None = None,
+    ) -> None:
+        self.tasks = tasks
+        self.unroll_length = unroll_length
+        self.num_slots = num_slots
+        self.greedy = inference.greedy
+        self.placements = placements or [TaskPlacement() for _ in tasks]
+        self.fault_policy = faults or FaultPolicy()
+        self.book = FaultBook(self.fault_policy, [t.name if t else None for t in tasks])
+        self.faults = self.book.faults
+        self.ray_config = ray_config or RayConfig()
+        self.session = connect(self.ray_config)
+        self._ray = import_ray()
+        self._remote = self._ray.remote(RemoteActor)
+        model = copy.deepcopy(inference.model).to("cpu").eval()
+        model.requires_grad_(False)
+        self._model_ref = self._ray.put(model)
+        self._version = inference.version
+        self._learner_model: torch.nn.Module | None = None
+        self._weights: tuple[int, Any] | None = None  # (version, object ref) last put
+        self._actors: dict[int, _Actor] = {}
+        self._next_id = 0
+        self._started_per_task: dict[int, int] = defaultdict(int)
+
+    # -- actors -------------------------------------------------------------------------------
+    def actors_per_task(self) -> list[int]:
+        """Live actors per task, counting those waiting to be restarted."""
+        counts = [0] * len(self.tasks)
+        for a in self._actors.values():
+            counts[a.spec.task] += 1
+        for task in self.book.pending():
+            counts[task] += 1
+        return counts
+
+    def actors_per_node(self) -> dict[str, int]:
+        """Started actors per Ray node id (actors still waiting for a node are not counted)."""
+        return dict(Counter(a.node for a in self._actors.values() if a.node is not None))
+
+    def metrics(self) -> dict[str, float]:
+        """``actors/nodes`` and ``actors/node/<id>`` (the first 12 hex digits of the node id)."""
+        per_node = self.actors_per_node()
+        out: dict[str, float] = {"actors/nodes": float(len(per_node))}
+        out.update({f"actors/node/{n[:12]}": float(c) for n, c in per_node.items()})
+        return out
+
+    def budget_slots(self) -> int | None:
+        """With ``budget_from_cluster``: actors the cluster has CPUs for now, (CPUs -
+        ``reserve_cpus``) / the mean CPUs per actor of this pool's tasks; else None."""
+        if not self.ray_config.budget_from_cluster:
+            return None
+        mine = [self.placements[i].num_cpus for i, t in enumerate(self.tasks) if t is not None]
+        per_actor = sum(mine) / max(len(mine), 1)
+        return int((cluster_cpus() - self.ray_config.reserve_cpus) // per_actor)
+
+    def start_actor(self, task: int) -> int:
+        """Create one more remote actor for ``task``; returns its id."""
+        t = self.tasks[task]
+        assert t is not None
+        k = self._started_per_task[task]
+        self._started_per_task[task] += 1
+        actor_id = self._next_id
+        self._next_id += 1
+        spec = RemoteActorSpec(
+            **t.job_fields(actor_id, k, self.unroll_length),
+            greedy=self.greedy,
+            torch_threads=max(1, int(self.placements[task].num_cpus)),
+        )
+        opts = actor_options(self.placements[task])
+        handle = self._remote.options(name=None, **opts).remote(spec, self._model_ref)
+        self._actors[actor_id] = _Actor(spec, handle, handle.start.remote())
+        return actor_id
+
+    def stop_actor(self, actor_id: int) -> None:
+        """End an actor now; unrolls it already handed out stay valid (the driver owns them)."""
+        a = self._actors.pop(actor_id, None)
+        if a is not None:
+            self._ray.kill(a.handle, no_restart=True)
+
+    def set_actors(self, counts: list[int]) -> None:
+        """Start or stop actors so that task ``i`` has ``counts[i]`` of them (pending restarts
+        count as actors; quarantined tasks get none)."""
+        # Tasks pinned by custom resources first: their nodes fill with their own actors
+        # before the unconstrained ones (which can go anywhere) take the room.
+        pinned = [i for i, p in enumerate(self.placements) if p.resources]
+        for task, start, stop in actor_changes(self.actors_per_task(), counts, self.book, pinned):
+            for _ in range(start):
+                self.start_actor(task)
+            mine = sorted((i for i, a in self._actors.items() if a.spec.task == task), reverse=True)
+            for actor_id in mine[:stop]:
+                self.stop_actor(actor_id)
+
+    # -- the trainer's loop -------------------------------------------------------------------
+    def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
+        """Unrolls that are ready (waits up to ``timeout`` for the first one)."""
+        self._supervise()
+        pending = {}
+        for a in self._actors.values():
+            if a.start_ref is not None:
+                pending[a.start_ref] = a
+            for ref, _ in a.inflight:
+                pending[ref] = a
+        if not pending:
+            if timeout > 0:
+                time.sleep(min(timeout, 0.05))
+            return []
+        refs = list(pending)
+        ready, _ = self._ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready:
+            ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
+        out: list[ReadyUnroll] = []
+        done = set(ready)
+        for ref in refs:  # in submission order per actor
+            if ref not in done:
+                continue
+            a = pending[ref]
+            if self._actors.get(a.spec.actor_id) is not a:
+                continue  # failed or stopped earlier in this round
+            try:
+                if ref is a.start_ref:
+                    a.node = self._ray.get(ref)
+                    a.start_ref = None
+                    self._submit(a)
+                else:
+                    out.append(self._take(a, ref))
+            except Exception as e:
+                self._failed(a, e)
+        return out
+
+    def _take(self, a: _Actor, ref: Any) -> ReadyUnroll:
+        arrays, info = self._ray.get(ref)
+        head, _ = a.inflight.popleft()
+        assert head is ref, "an actor's calls finish in order"
+        now = time.monotonic()
+        a.last_done = now
+        a.walls.append(info.wall_seconds)
+        a.held += 1
+        self.faults[a.spec.task].record_unroll(now)
+        buf = UnrollBuffer(task=a.spec.task, **arrays)
+        self._submit(a)
+        return ReadyUnroll(a.spec.actor_id, a.spec.task, buf, info)
+
+    def _submit(self, a: _Actor) -> None:
+        """Ask ``a`` for unrolls until it has ``num_slots`` in flight or held."""
+        while a.start_ref is None and len(a.inflight) + a.held < self.num_slots:
+            ref = a.handle.unroll.remote(*self._newest_weights())
+            a.inflight.append((ref, time.monotonic()))
+
+    def _newest_weights(self) -> tuple[Any, int]:
+        """(object ref of the newest weights, their version), put once per version."""
+        if self._learner_model is None:
+            return None, self._version
+        if self._weights is None or self._weights[0] != self._version:
+            self._weights = (self._version, self._ray.put(weights_of(self._learner_model)))
+        return self._weights[1], self._version
+
+    def release(self, unroll: ReadyUnroll) -> None:
+        a = self._actors.get(unroll.actor_id)
+        if a is None:
+            return
+        a.held = max(a.held - 1, 0)
+        self._submit(a)
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        """Note the learner's newest weights; they are copied out when an actor next asks."""
+        self._learner_model, self._version = model, version
+
+    def events(self) -> list[ActorEvent]:
+        """Faults and quarantines seen since the last call (for logging and the scheduler)."""
+        return self.book.pop_events()
+
+    # -- faults -------------------------------------------------------------------------------
+    def _failed(self, a: _Actor, exc: BaseException) -> None:
+        kind, text = describe_ray_error(exc)
+        if kind == "exit" and a.node is not None and a.node not in alive_nodes():
+            text = "the actor's node left the cluster (lost, or removed)"
+        self._lost(a, kind, text)
+
+    def _lost(self, a: _Actor, kind: str, text: str) -> None:
+        """Count a fault of ``a``'s task, drop the actor and schedule its replacement."""
+        now, task = time.monotonic(), a.spec.task
+        self._actors.pop(a.spec.actor_id, None)
+        self._ray.kill(a.handle, no_restart=True)
+        where = f" on node {a.node[:12]}" if a.node else ""
+        text = f"{text} (actor {a.spec.actor_id}{where})"
+        if self.book.failed(task, a.spec.actor_id, kind, text, a.last_done or a.started, now):
+            for actor_id in [i for i, o in self._actors.items() if o.spec.task == task]:
+                self.stop_actor(actor_id)  # quarantined
+
+    def _supervise(self) -> None:
+        """Restart due actors; kill actors whose unroll runs far past their usual time."""
+        now = time.monotonic()
+        for task in self.book.due(now):
+            self.start_actor(task)
+        fp = self.fault_policy
+        for a in list(self._actors.values()):
+            if a.start_ref is not None:
+                self._check_start(a, now)
+                continue
+            if not a.inflight:
+                continue
+            # Calls run one after another: the oldest began when the previous one finished.
+            began = max(a.inflight[0][1], a.last_done or 0.0)
+            usual = statistics.median(a.walls) if a.walls else 0.0
+            if now - began > usual + fp.step_timeout_s:
+                was = f"its usual {usual:.1f}s" if a.walls else "no unroll finished before"
+                self._lost(
+                    a,
+                    "hang",
+                    f"an unroll ran {now - began:.0f}s ({was}), more than step_timeout_s="
+                    f"{fp.step_timeout_s:g} over: an env step hung; the actor was killed",
+                )
+
+    def _check_start(self, a: _Actor, now: float) -> None:
+        """An actor not started in ``start_timeout_s``: a fault when no node can ever host it
+        (its placement names resources no live node has), else it waits for room."""
+        waited = now - a.started
+        if waited <= self.fault_policy.start_timeout_s:
+            return
+        missing = missing_resources(self.placements[a.spec.task])
+        if missing:
+            self._lost(
+                a,
+                "hang",
+                f"not started after {waited:.0f}s: no live node has {', '.join(missing)} "
+                f"(tasks[{a.spec.task}].placement)",
+            )
+        elif not a.waiting_said:
+            a.waiting_said = True
+            print(
+                f"WARNING: actor {a.spec.actor_id} of task {a.spec.task_name!r} is waiting for "
+                f"room in the Ray cluster after {waited:.0f}s (all nodes that fit its placement "
+                "are full)"
+            )
+
+    def close(self) -> None:
+        """Kill every actor and leave the cluster (stopping an embedded Ray)."""
+        for actor_id in list(self._actors):
+            self.stop_actor(actor_id)
+        self.book.restart_at = []
+        self.session.close()
+
+
+def describe_ray_error(exc: BaseException) -> tuple[str, str]:
+    """(fault kind, one-line text) of an exception from a remote actor's call: the env's own
+    error (``raise``, ``nan``, ``hang`` for a ``TimeoutError``) or the actor's death
+    (``exit``: killed, crashed, or its node left the cluster)."""
+    import ray.exceptions as rex
+
+    if isinstance(exc, rex.RayTaskError):
+        cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+        kind = fault_kind(cause)
+        return kind, f"{type(cause).__name__}: {_first_line(str(cause))}"
+    if isinstance(exc, rex.RayActorError | rex.ObjectLostError | rex.WorkerCrashedError):
+        return "exit", "the actor process died (killed, or crashed): " + _first_line(str(exc))
+    return "exit", f"{type(exc).__name__}: {_first_line(str(exc))}"
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."

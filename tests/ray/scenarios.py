@@ -1,0 +1,298 @@
+"""Ray scenarios, each run in its own process by :func:`ray_netns.run_scenario`.
+
+``python scenarios.py NAME '{"kwarg": ...}'`` runs ``NAME(**kwargs)`` and prints ``RESULT``
+and the JSON of what it returns; the test asserts on that. Everything is real: Ray's embedded
+runtime or a ``ray.cluster_utils.Cluster`` of simulated nodes, real envs, the real trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+#: Nodes are declared dead after ~1 s of missed health checks (default ~30 s).
+FAST_FAILURE = {"health_check_period_ms": 200, "health_check_failure_threshold": 5}
+
+QUIET = """
+checkpoint: {enabled: false}
+tracking: {console: quiet, log_every_s: 1.0, csv: false, wandb: {mode: disabled}}
+"""
+
+
+def _cluster(workers: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
+    """A head node with no CPUs (nothing but the driver's bookkeeping runs there) and
+    ``workers`` (``add_node`` kwargs): the cluster and the worker nodes; this process is
+    connected to it."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "_system_config": FAST_FAILURE},
+    )
+    _CLUSTERS.append(cluster)
+    nodes = [cluster.add_node(**w) for w in workers]
+    ray.init(address=cluster.address, namespace="mtrl-test")
+    cluster.wait_for_nodes()
+    return cluster, nodes
+
+
+def _flat(obs: Any) -> list[np.ndarray]:
+    if isinstance(obs, dict):
+        return [a for k in sorted(obs) for a in _flat(obs[k])]
+    return [np.array(obs)]
+
+
+def _unroll_arrays(buf: Any) -> list[np.ndarray]:
+    fields = ("actions", "behaviour_logp", "rewards", "terminated", "truncated", "valid")
+    return _flat(buf.obs) + [np.array(getattr(buf, f)) for f in fields]
+
+
+def unrolls_match_serial(unrolls: int = 4) -> dict[str, Any]:
+    """The first ``unrolls`` unrolls of each task from one Ray actor and from the serial pool,
+    greedy policy, same seeds: compared array by array, bit for bit."""
+    import ray
+
+    from mtrl.actors.inference import InferenceModel
+    from mtrl.actors.pool import SerialPool
+    from mtrl.actors.ray_pool import RayPool
+    from mtrl.config import parse_config
+    from mtrl.learner.model import MultiTaskModel, TaskSpaces
+    from mtrl.plugins import get_plugins
+    from mtrl.task_envs import build_tasks
+
+    torch.set_num_threads(1)  # as in the actor: the same kernels, the same sums
+    ray.init(num_cpus=3, include_dashboard=False)
+    cfg = parse_config(
+        """
+seed: 3
+tasks:
+  - {env: gymnasium/CartPole-v1, num_envs: 4}
+  - {env: minatar/breakout, num_envs: 3}
+  - {env: gymnasium/InvertedPendulum-v5, num_envs: 2}
+learner: {unroll_length: 16, model: {encoder_dim: 32, torso: [32]}}
+actors: {mode: serial}
+"""
+    )
+    plugins = get_plugins()
+    specs = [plugins.envs.get(t.env) for t in cfg.tasks]
+    setups, envs = build_tasks(cfg, specs, 0, torch.device("cpu"))
+    torch.manual_seed(0)
+    model = MultiTaskModel(
+        [TaskSpaces(s.observation_space, s.action_space) for s in setups], cfg.learner.model
+    )
+    T = cfg.learner.unroll_length
+    serial = SerialPool(setups, envs, T, InferenceModel(model, shared=True, greedy=True))
+    remote = RayPool(setups, T, InferenceModel(model, greedy=True), num_slots=2)
+    remote.set_actors([1] * len(setups))
+
+    def collect(pool: Any) -> dict[int, list[list[np.ndarray]]]:
+        got: dict[int, list[list[np.ndarray]]] = {i: [] for i in range(len(setups))}
+        while min(len(v) for v in got.values()) < unrolls:
+            for ru in pool.get(timeout=5.0):
+                if len(got[ru.task]) < unrolls:
+                    got[ru.task].append(_unroll_arrays(ru.buffer))
+                pool.release(ru)
+        return got
+
+    a, b = collect(serial), collect(remote)
+    mismatches = [
+        f"task {t} unroll {u} array {k}"
+        for t in a
+        for u in range(unrolls)
+        for k, (x, y) in enumerate(zip(a[t][u], b[t][u], strict=True))
+        if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x, y)
+    ]
+    episodes = sum(int((~np.concatenate([u[-1] for u in a[t]])).sum()) for t in a)
+    remote.close()
+    serial.close()
+    return {
+        "mismatches": mismatches,
+        "compared": sum(len(u) for v in a.values() for u in v),
+        "resets": episodes,
+    }
+
+
+def trains_on_three_nodes(tmp: str, total_env_steps: int = 160_000) -> dict[str, Any]:
+    """A run on a head node without CPUs and two worker nodes, one of them offering a custom
+    resource ``sim_b`` that pins the second task's actors to it."""
+    from mtrl.config import parse_config
+    from mtrl.trainer import Trainer
+
+    cluster, (_, node_b) = _cluster([{"num_cpus": 2}, {"num_cpus": 3, "resources": {"sim_b": 2}}])
+    cfg = parse_config(
+        f"""
+name: three-nodes
+seed: 1
+total_env_steps: {total_env_steps}
+tasks:
+  - {{env: gymnasium/CartPole-v1, name: anywhere, num_envs: 8, target_score: 150}}
+  - env: gymnasium/CartPole-v1
+    name: pinned
+    num_envs: 8
+    target_score: 150
+    placement: {{num_cpus: 1, resources: {{sim_b: 1}}}}
+actors: {{mode: ray, slots_per_actor: 2}}
+scheduler: {{num_actors: 4}}
+learner: {{unroll_length: 16, batch_size: 16}}
+tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, wandb: {{mode: disabled}}}}
+checkpoint: {{enabled: false}}
+"""
+    )
+    trainer = Trainer(cfg, console=False)
+    placed: dict[str, list[str]] = {"anywhere": [], "pinned": []}
+    try:
+        result = trainer.run()
+        names = ["anywhere", "pinned"]
+        for a in trainer.pool._actors.values():
+            placed[names[a.spec.task]].append(a.node)
+        faults = [f.faults for f in trainer.pool.faults]
+        metrics = json.loads((trainer.run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    finally:
+        trainer.close()
+    return {
+        "head": cluster.head_node.node_id,
+        "sim_b": node_b.node_id,
+        "placed": placed,
+        "env_steps": result.env_steps,
+        "tasks": {t.name: {"final": t.mean_return, "greedy": t.greedy_eval} for t in result.tasks},
+        "node_metrics": {k: v for k, v in metrics.items() if k.startswith("actors/")},
+        "faults": faults,
+    }
+
+
+def survives_node_loss(total_env_steps: int = 60_000) -> dict[str, Any]:
+    """Two worker nodes; once the run is going, the node with the most actors is removed. The
+    run must finish, count the lost actors as faults and start them again on the other node."""
+    from mtrl.config import parse_config
+    from mtrl.trainer import Trainer
+
+    cluster, workers = _cluster([{"num_cpus": 2}, {"num_cpus": 2}])
+    cfg = parse_config(
+        f"""
+name: node-loss
+total_env_steps: {total_env_steps}
+tasks:
+  - {{env: gymnasium/CartPole-v1, num_envs: 8}}
+actors: {{mode: ray}}
+scheduler: {{num_actors: 2}}
+learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [16]}}}}
+"""
+        + QUIET
+    )
+    removed: dict[str, Any] = {}
+
+    class Watched(Trainer):
+        def on_unroll(self, task: int, info: Any) -> None:
+            if removed or self.env_steps < total_env_steps // 4:
+                return
+            per_node = self.pool.actors_per_node()
+            victim = max(per_node, key=per_node.get)
+            node = next(n for n in workers if n.node_id == victim)
+            removed.update(node=victim, actors=per_node[victim], at=self.env_steps)
+            cluster.remove_node(node, allow_graceful=False)
+
+    trainer = Watched(cfg, write_run_dir=False, console=False)
+    try:
+        result = trainer.run()
+        pool = trainer.pool
+        deadline = time.monotonic() + 60
+        while sum(pool.actors_per_node().values()) < 2 and time.monotonic() < deadline:
+            for ru in pool.get(timeout=0.5):  # a replacement may still be starting
+                pool.release(ru)
+        f = pool.faults[0]
+        after = pool.actors_per_node()
+        counts = trainer.pool.actors_per_task()
+    finally:
+        trainer.close()
+    return {
+        "removed": removed,
+        "env_steps": result.env_steps,
+        "faults": f.faults,
+        "by_kind": f.by_kind,
+        "restarts": f.restarts,
+        "last_error": f.last_error,
+        "actors_after": after,
+        "actors_per_task": counts,
+    }
+
+
+def faults_are_counted(tmp: str) -> dict[str, Any]:
+    """The fault run of tests/training/test_fault_run.py, with Ray actors."""
+    import ray
+
+    from mtrl.config import parse_config
+    from mtrl.trainer import Trainer
+
+    ray.init(num_cpus=6, include_dashboard=False)
+
+    def chaos(name: str, kwargs: str) -> str:
+        return (
+            f"\n  - {{env: chaos/wrap, name: {name}, num_envs: 4, "
+            f"env_kwargs: {{step_delay_s: 0.004, {kwargs}}}}}"
+        )
+
+    once = f"faulty_instances: 1, marker_dir: {tmp}/markers"
+    cfg = parse_config(
+        """
+total_env_steps: 20000
+scheduler: {num_actors: 6, max_restarts: 1, step_timeout_s: 2.0}
+actors: {mode: ray}
+learner: {unroll_length: 8, batch_size: 8, model: {encoder_dim: 16, torso: [16]}}
+tasks:"""
+        + chaos("healthy", "env: gymnasium/CartPole-v1")
+        + chaos("raises", f"raise_after: 11, {once}/raise")
+        + chaos("nan", f"nan_after: 3, {once}/nan")
+        + chaos("killed", f"kill_after: 11, {once}/kill")
+        + chaos("hangs", f"hang_after: 3, {once}/hang")
+        + chaos("broken", "raise_after: 0")
+        + QUIET
+    )
+    trainer = Trainer(cfg, write_run_dir=False, console=False)
+    try:
+        result = trainer.run()
+        faults = [
+            {
+                "faults": f.faults,
+                "by_kind": f.by_kind,
+                "restarts": f.restarts,
+                "quarantined": f.quarantined,
+                "reason": f.reason,
+                "last_error": f.last_error,
+            }
+            for f in trainer.pool.faults
+        ]
+    finally:
+        trainer.close()
+    return {
+        "env_steps": result.env_steps,
+        "faults": faults,
+        "task_steps": {t.name: t.env_steps for t in result.tasks},
+    }
+
+
+def _teardown() -> None:
+    """Disconnect and stop every Ray process this scenario started (simulated nodes too)."""
+    import ray
+
+    ray.shutdown()
+    for cluster in _CLUSTERS:
+        cluster.shutdown()
+
+
+_CLUSTERS: list[Any] = []
+
+if __name__ == "__main__":
+    name, kwargs = sys.argv[1], json.loads(sys.argv[2] if len(sys.argv) > 2 else "{}")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    try:
+        result = globals()[name](**kwargs)
+    finally:
+        _teardown()
+    print("RESULT " + json.dumps(result, default=str), flush=True)

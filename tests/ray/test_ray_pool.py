@@ -1,0 +1,115 @@
+"""``actors.mode: ray`` on real Ray: unrolls equal to serial mode's, a run on three simulated
+nodes that learns with a task pinned by a custom resource, a node lost mid-run, and every
+fault kind counted and recovered from. Each scenario runs in its own process in a private
+network namespace (tests/ray/ray_netns.py); the scenarios are in tests/ray/scenarios.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from ray_netns import run_scenario  # tests/ray/, on sys.path under pytest's rootdir-less import
+
+from mtrl.config import parse_config
+from mtrl.errors import UserError
+
+pytest.importorskip("ray", reason="the ray extra is not installed")
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_ray_unrolls_equal_serial_unrolls_bit_for_bit() -> None:
+    r = run_scenario("unrolls_match_serial", unrolls=4)
+    # 3 tasks (Discrete vector, Discrete image, bounded Box) x 4 unrolls x all arrays
+    assert r["compared"] == 3 * 4 * 7  # obs + 6 per-step arrays per unroll
+    assert r["resets"] > 0, "the unrolls crossed episode ends (auto-reset rows compared too)"
+    assert r["mismatches"] == []
+
+
+def test_a_run_on_three_nodes_learns_with_a_task_pinned_to_its_node(tmp_path: Path) -> None:
+    r = run_scenario("trains_on_three_nodes", tmp=str(tmp_path))
+    head, sim_b = r["head"], r["sim_b"]
+    placed = r["placed"]
+    assert len(placed["anywhere"]) == 2 and len(placed["pinned"]) == 2
+    assert head not in placed["anywhere"] + placed["pinned"], "the head offers no CPUs"
+    assert set(placed["pinned"]) == {sim_b}, "pinned by its custom resource"
+    assert r["env_steps"] >= 160_000
+    for name, t in r["tasks"].items():  # CartPole from ~22 (random) in 80k steps per task
+        assert t["final"] >= 150 and t["greedy"] >= 150, (name, t)
+    nodes = r["node_metrics"]
+    assert nodes["actors/nodes"] == 2 and sum(v for k, v in nodes.items() if "/node/" in k) == 4
+
+
+def test_a_lost_node_is_a_counted_fault_and_its_actors_come_back_elsewhere() -> None:
+    r = run_scenario("survives_node_loss")
+    lost = r["removed"]
+    assert lost and lost["actors"] >= 1
+    assert r["env_steps"] >= 60_000, "the run finished"
+    assert r["by_kind"]["exit"] == r["faults"] == lost["actors"]
+    assert r["restarts"] == lost["actors"]
+    assert "node left the cluster" in r["last_error"]
+    assert r["actors_per_task"] == [2]
+    assert lost["node"] not in r["actors_after"] and sum(r["actors_after"].values()) == 2
+
+
+def test_every_fault_kind_is_counted_and_the_actor_replaced(tmp_path: Path) -> None:
+    r = run_scenario("faults_are_counted", tmp=str(tmp_path))
+    faults = r["faults"]
+    expected = {1: "raise", 2: "nan", 3: "exit", 4: "hang"}
+    for t, kind in expected.items():
+        f = faults[t]
+        assert f["by_kind"][kind] == f["faults"] == 1, (t, f)
+        assert f["restarts"] == 1 and not f["quarantined"], (t, f)
+    assert "ChaosError" in faults[1]["last_error"]
+    assert "non-finite reward" in faults[2]["last_error"]
+    assert "actor process died" in faults[3]["last_error"]
+    assert "step_timeout_s=2" in faults[4]["last_error"]
+    steps = r["task_steps"]
+    for name in ("raises", "nan", "killed", "hangs"):  # the replacement delivered
+        assert steps[name] > 32 * 11, (name, steps)
+    assert faults[0]["faults"] == 0 and steps["healthy"] > 2000
+    broken = faults[5]
+    assert broken["quarantined"] and broken["by_kind"]["raise"] == 2
+    assert broken["reason"].startswith("task 'broken' quarantined: 2 of its 2 unroll attempts")
+    assert steps["broken"] == 0
+    assert r["env_steps"] >= 20_000
+
+
+def test_without_ray_the_mode_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mtrl.actors.ray_cluster import import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(UserError, match=r"pip install 'mtrl\[ray\]'"):
+        import_ray()
+
+
+def test_placement_is_validated_with_its_path() -> None:
+    bad = """
+tasks:
+  - env: gymnasium/CartPole-v1
+    placement: {num_cpus: 0, resources: {sim: -1}}
+actors: {mode: ray}
+"""
+    with pytest.raises(UserError) as err:
+        parse_config(bad)
+    text = str(err.value)
+    assert "tasks.0.placement.num_cpus" in text or "tasks[0].placement.num_cpus" in text
+    assert "resources" in text and "sim" in text
+
+
+def test_validate_refuses_ray_mode_without_ray_and_notes_an_unused_placement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mtrl.cli import main
+
+    ray_cfg = tmp_path / "ray.yaml"
+    ray_cfg.write_text("tasks: [{env: gymnasium/CartPole-v1}]\nactors: {mode: ray}\n")
+    pinned = tmp_path / "pinned.yaml"
+    pinned.write_text("tasks: [{env: gymnasium/CartPole-v1, placement: {resources: {sim: 1}}}]\n")
+    assert main(["validate", str(pinned)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: tasks[0].placement is only used with actors.mode: ray" in out
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main(["validate", str(ray_cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'mtrl[ray]'" in err[0] and str(ray_cfg) in err[0]
