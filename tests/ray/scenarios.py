@@ -277,6 +277,54 @@ tasks:"""
     }
 
 
+def torchrun_replicas_share_one_cluster(tmp: str) -> dict[str, Any]:
+    """``mtrl train CFG --nproc 2`` (torchrun, two gloo replicas) with ``RAY_ADDRESS`` set:
+    each replica drives its own Ray actors on the one cluster. The CPUs the cluster hands out
+    are sampled while it runs."""
+    import os
+    import subprocess
+
+    import ray
+
+    cluster, _ = _cluster([{"num_cpus": 6}])
+    cfg = Path(tmp) / "dp_ray.yaml"
+    cfg.write_text(
+        f"""
+name: dp-ray
+total_env_steps: 24000
+tasks:
+  - {{env: gymnasium/CartPole-v1, num_envs: 8}}
+  - {{env: gymnasium/Pendulum-v1, num_envs: 8}}
+actors: {{mode: ray}}
+scheduler: {{num_actors: 2}}
+learner: {{batch_size: 16, model: {{encoder_dim: 32, torso: [32]}}}}
+tracking: {{run_dir: {tmp}/runs, log_every_s: 1, console: plain, wandb: {{mode: disabled}}}}
+"""
+    )
+    env = dict(os.environ, RAY_ADDRESS=cluster.address, GLOO_SOCKET_IFNAME="lo")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mtrl.cli", "train", str(cfg), "--nproc", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    used = 0.0
+    while proc.poll() is None:
+        free = ray.available_resources().get("CPU", 0.0)
+        used = max(used, 6.0 - free)
+        time.sleep(0.2)
+    out = proc.stdout.read() if proc.stdout else ""
+    (run_dir,) = (Path(tmp) / "runs").iterdir()
+    last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    return {
+        "returncode": proc.returncode,
+        "tail": out[-3000:],
+        "cpus_used_max": used,
+        "env_steps": last["charts/env_steps"],
+    }
+
+
 def _teardown() -> None:
     """Disconnect and stop every Ray process this scenario started (simulated nodes too)."""
     import ray

@@ -75,6 +75,13 @@ def test_every_fault_kind_is_counted_and_the_actor_replaced(tmp_path: Path) -> N
     assert r["env_steps"] >= 20_000
 
 
+def test_torchrun_replicas_each_drive_their_actors_on_one_cluster(tmp_path: Path) -> None:
+    r = run_scenario("torchrun_replicas_share_one_cluster", tmp=str(tmp_path))
+    assert r["returncode"] == 0, r["tail"]
+    assert r["env_steps"] >= 24_000, "steps counted over both replicas"
+    assert r["cpus_used_max"] == 4.0, "2 replicas x scheduler.num_actors 2, one CPU each"
+
+
 def test_without_ray_the_mode_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     from mtrl.actors.ray_cluster import import_ray
 
