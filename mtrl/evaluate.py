@@ -124,7 +124,10 @@ def run_episodes(
     """Play until every copy has finished its quota of episodes; returns and lengths.
 
     Follows the batch-env rule that the step after a done is a reset step (reward 0, not part
-    of any episode). Stops after ``max_steps`` batch steps with what it has.
+    of any episode). ``policy(task, obs, valid)`` learns which copies are on one (``valid``
+    false), so a recurrent policy can start their next episode from a zero state
+    (:func:`mtrl.actors.inference.make_policy`). Stops after ``max_steps`` batch steps with
+    what it has.
     """
     n = env.num_envs
     quota = np.full(n, episodes // n) + (np.arange(n) < episodes % n)
@@ -138,9 +141,9 @@ def run_episodes(
     for _ in range(max_steps):
         if (done_count >= quota).all():
             break
-        _, actions, _ = policy(task, obs)
-        out = env.step(actions)
         valid = ~prev_done
+        _, actions, _ = policy(task, obs, valid)
+        out = env.step(actions)
         ret += np.where(valid, out.reward, 0.0)
         length += valid
         done = (out.terminated | out.truncated) & valid

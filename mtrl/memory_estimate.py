@@ -128,6 +128,19 @@ def torso_row_bytes(encoder_dim: int, torso: Sequence[int]) -> int:
     return 4 * (encoder_dim + sum(torso))
 
 
+def core_sizes(mc: Any) -> tuple[int, int]:
+    """(parameters of a *shared* recurrent core, state floats per env copy) of a model config:
+    LSTM ``4H(I + H + 2)``, GRU ``3H(I + H + 2)`` parameters; per-task cores are counted in
+    each task's :attr:`TaskSizes.params` instead. (0, 0) without a core."""
+    core = mc.core
+    if core is None:
+        return 0, 0
+    gates, h = (4, 2) if core.kind == "lstm" else (3, 1)
+    width = mc.torso[-1] if mc.torso else mc.encoder_dim
+    params = gates * core.hidden * (width + core.hidden + 2) if core.shared else 0
+    return params, h * core.hidden
+
+
 def model_state_bytes(params: int, optimizer: str, inference_copy: bool) -> int:
     """float32 weights, gradients, optimiser state and (parallel actors) the inference copy."""
     copies = 2 + OPTIMIZER_STATES.get(optimizer, 2) + int(inference_copy)
@@ -163,7 +176,11 @@ def estimate(cfg: ExperimentConfig, sizes: Sequence[TaskSizes], on_device: bool)
     lc, mode = cfg.learner, cfg.actors.mode
     T, tasks = lc.unroll_length, cfg.tasks
     slots = SERIAL_BUFFERS if mode == "serial" else cfg.actors.slots_per_actor
-    unrolls = [unroll_bytes(T, t.num_envs, s.obs_bytes, s.action_bytes) for t, s in _ts(cfg, sizes)]
+    core_params, state = core_sizes(lc.model)
+    unrolls = [
+        unroll_bytes(T, t.num_envs, s.obs_bytes, s.action_bytes) + 4 * state * t.num_envs
+        for t, s in _ts(cfg, sizes)
+    ]
     envs = [env_bytes(t.num_envs, s.obs_bytes, s.action_bytes) for t, s in _ts(cfg, sizes)]
     actors = actor_counts(cfg, [slots * u + e for u, e in zip(unrolls, envs, strict=True)])
     length = Blame(("learner", "unroll_length"), T)
@@ -185,8 +202,8 @@ def estimate(cfg: ExperimentConfig, sizes: Sequence[TaskSizes], on_device: bool)
             Part("actor processes", sum(actors) * ACTOR_PROCESS_BYTES, False, (num_actors,))
         )
     mc = lc.model
-    hidden = mc.torso[-1] if mc.torso else mc.encoder_dim
-    params = sum(s.params for s in sizes) + mlp_params(mc.encoder_dim, mc.torso)
+    hidden = mc.core.hidden if mc.core else mc.torso[-1] if mc.torso else mc.encoder_dim
+    params = sum(s.params for s in sizes) + mlp_params(mc.encoder_dim, mc.torso) + core_params
     params += len(tasks) * (hidden + 1)  # the stacked value head
     model = model_state_bytes(params, lc.optimizer, mode != "serial")
     widths = (Blame(("learner", "model", "torso"), mc.torso),)

@@ -63,7 +63,7 @@ def _random_mean_return(episodes: int) -> float:
     env = get_plugins().envs.get(CARTPOLE).build(8, seed=1_000_000)
     rng = np.random.default_rng(0)
 
-    def policy(task: int, obs: np.ndarray) -> tuple[None, np.ndarray, None]:
+    def policy(task: int, obs: np.ndarray, valid: np.ndarray) -> tuple[None, np.ndarray, None]:
         return None, rng.integers(0, 2, size=len(obs)), None
 
     try:
@@ -134,7 +134,7 @@ def test_episode_counting_skips_reset_steps_and_fills_quotas() -> None:
     """CartPole pays 1 per step, so return == length unless a reset step were counted."""
     env = get_plugins().envs.get(CARTPOLE).build(4, seed=3)
 
-    def always_left(task: int, obs: np.ndarray) -> tuple[None, np.ndarray, None]:
+    def always_left(task: int, obs: np.ndarray, valid: np.ndarray) -> tuple[None, np.ndarray, None]:
         return None, np.zeros(len(obs), np.int64), None
 
     try:

@@ -92,6 +92,24 @@ def test_parameters_and_adam_state_match_a_real_model(spaces_) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "core", [{"kind": "lstm", "hidden": 20}, {"kind": "gru", "hidden": 12, "shared": False}]
+)
+def test_a_recurrent_cores_parameters_and_unroll_states_are_counted(core: dict) -> None:
+    spaces_ = [CARTPOLE, PENDULUM]
+    tasks = [{"env": "a/b", "name": str(i)} for i in range(len(spaces_))]
+    model_cfg = {"encoder_dim": 32, "torso": [48], "core": core}
+    cfg = _cfg(tasks=tasks, learner={"model": model_cfg})
+    mc = cfg.learner.model
+    shared, state = me.core_sizes(mc)
+    params = sum(s.params for s in preflight.task_sizes(cfg, spaces_)) + shared
+    params += me.mlp_params(mc.encoder_dim, mc.torso) + len(spaces_) * (core["hidden"] + 1)
+    model = MultiTaskModel([TaskSpaces(*s) for s in spaces_], mc)
+    assert params == sum(p.numel() for p in model.parameters())
+    buf = UnrollBuffer.allocate(0, 5, 3, *CARTPOLE, state_size=model.state_size)
+    assert state == model.state_size and buf.core_state.nbytes == 4 * state * 3
+
+
 @pytest.mark.parametrize("obs_space, act_space", ALL_SPACES)
 def test_activation_estimate_grows_like_the_saved_tensors(obs_space, act_space) -> None:
     """The per-row slope measured on 2 and 6 rows predicts what autograd keeps for 200 rows."""

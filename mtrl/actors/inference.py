@@ -5,6 +5,11 @@ copy of the learner's model, refreshed by :meth:`InferenceModel.publish` after e
 the learner's version number, so the learner can step its optimiser while inference runs; every
 action is stamped with the version that chose it. In serial mode it wraps the learner's model
 itself (``shared=True``): nothing runs concurrently, and publishing is free.
+
+A recurrent model (``learner.model.core``) acts through :meth:`InferenceModel.act_recurrent`,
+which takes the env copies' core states and returns the next ones; who keeps the states
+between steps is :class:`mtrl.actors.core_states.CoreStates`. :meth:`InferenceModel.act`
+serves feed-forward models only.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import torch
 
 from mtrl.learner.distributions import env_actions
 from mtrl.learner.model import obs_to_tensor
+from mtrl.learner.recurrent import reset_state
 
 
 class InferenceModel:
@@ -49,10 +55,20 @@ class InferenceModel:
                     dst.copy_(src, non_blocking=True)
         self.version = version
 
+    @property
+    def state_size(self) -> int:
+        """Floats of recurrent state per env copy (0: a feed-forward model)."""
+        return int(getattr(self.model, "state_size", 0))
+
     @torch.inference_mode()
     def act(self, task: int, obs: Any) -> tuple[np.ndarray, np.ndarray, int]:
         """Raw actions and behaviour log-probs for a batch of observations of ``task``
         (sampled, or the mode when ``greedy``) and the version of the weights used."""
+        if self.state_size:
+            raise ValueError(
+                "the model has a recurrent core: act with act_recurrent(task, obs, state), "
+                "keeping each env copy's state between steps (mtrl.actors.core_states)"
+            )
         with self._lock:
             # The policy only: V-trace recomputes values in the learner.
             x = obs_to_tensor(obs, self.device)
@@ -63,15 +79,45 @@ class InferenceModel:
             version = self.version
         return raw.cpu().numpy(), logp.float().cpu().numpy(), version
 
+    @torch.inference_mode()
+    def act_recurrent(
+        self, task: int, obs: Any, state: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray, int, torch.Tensor]:
+        """:meth:`act` for a recurrent model: acts from the copies' core states ``state [N, S]``
+        (on :attr:`device`) and also returns their next states (the caller zeroes those of
+        copies whose next row starts an episode)."""
+        with self._lock:
+            x = obs_to_tensor(obs, self.device)
+            model = self.model
+            h, nxt = model.step(task, x, state)
+            dist = model.policy(task, h, model.action_mask(task, x))
+            raw = dist.mode() if self.greedy else dist.sample()
+            logp = dist.log_prob(raw)
+            version = self.version
+        return raw.cpu().numpy(), logp.float().cpu().numpy(), version, nxt
+
 
 def make_policy(
     model: torch.nn.Module, action_spaces: Sequence[gym.Space], greedy: bool = False
 ) -> Any:
-    """``policy(task, obs) -> (raw, env_actions, logp)`` over ``model`` (evaluation, scripts)."""
-    inference = InferenceModel(model, shared=True, greedy=greedy)
+    """``policy(task, obs, valid) -> (raw, env_actions, logp)`` over ``model`` (evaluation).
 
-    def policy(task: int, obs: Any) -> tuple[np.ndarray, Any, np.ndarray]:
-        raw, logp, _ = inference.act(task, obs)
+    ``valid [N]`` is false for copies on a reset step (the batch-env rule): a recurrent
+    model's per-copy states, kept here per task from zeros (fresh envs), are zeroed after it.
+    """
+    inference = InferenceModel(model, shared=True, greedy=greedy)
+    states: dict[int, torch.Tensor] = {}
+
+    def policy(task: int, obs: Any, valid: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
+        if not inference.state_size:
+            raw, logp, _ = inference.act(task, obs)
+            return raw, env_actions(action_spaces[task], raw), logp
+        n = len(valid)
+        state = states.get(task)
+        if state is None:
+            state = model.initial_state(n, inference.device)
+        raw, logp, _, nxt = inference.act_recurrent(task, obs, state)
+        states[task] = reset_state(nxt, torch.as_tensor(~valid, device=inference.device))
         return raw, env_actions(action_spaces[task], raw), logp
 
     return policy

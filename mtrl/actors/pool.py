@@ -35,12 +35,13 @@ import gymnasium as gym
 import torch
 
 from mtrl.actors import protocol as P
+from mtrl.actors.core_states import CoreStates
 from mtrl.actors.faults import FaultBook, FaultPolicy, TaskFaults, describe_exit
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
 from mtrl.actors.server import ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
 from mtrl.actors.shm import Arena
-from mtrl.actors.unroll import UnrollBuffer, obs_row, unroll_fields
+from mtrl.actors.unroll import UnrollBuffer, unroll_fields
 from mtrl.actors.worker import ActorSpec, actor_main, slot_arrays
 from mtrl.plugins import BatchEnv
 
@@ -120,8 +121,9 @@ class SerialPool:
         """``tasks[i]`` is None for a task this pool does not run (Anakin, another rank's)."""
         self.tasks = tasks
         self.inference = inference
+        self.states = CoreStates(inference)  # a recurrent model's states, keyed by task
         self.actors = [
-            SerialActor(t.index, env, unroll_length, t.reward_scale, t.name)
+            SerialActor(t.index, env, unroll_length, t.reward_scale, t.name, inference.state_size)
             for t, env in zip(tasks, envs, strict=True)
             if t is not None and env is not None
         ]
@@ -132,7 +134,7 @@ class SerialPool:
         return [int(t is not None) for t in self.tasks]
 
     def _act(self, buf: UnrollBuffer, t: int) -> None:
-        raw, logp, version = self.inference.act(buf.task, obs_row(buf.obs, t))
+        raw, logp, version = self.states.act(buf.task, [(buf.task, buf, t)])
         buf.actions[t] = raw
         buf.behaviour_logp[t] = logp
         buf.versions[t] = version
@@ -229,7 +231,13 @@ class ParallelPool:
         t = self.tasks[task]
         k = self._started_per_task[task]
         self._started_per_task[task] += 1
-        fields = unroll_fields(self.unroll_length, t.num_envs, t.observation_space, t.action_space)
+        fields = unroll_fields(
+            self.unroll_length,
+            t.num_envs,
+            t.observation_space,
+            t.action_space,
+            self.inference.state_size,
+        )
         arena = Arena.create(
             {f"s{i}:{name}": f for i in range(self.num_slots) for name, f in fields.items()},
             prefix=f"mtrl-{task}-",

@@ -25,9 +25,10 @@ import numpy as np
 import torch
 
 from mtrl.actors import protocol as P
+from mtrl.actors.core_states import CoreStates
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import EnvStepper
-from mtrl.actors.unroll import UnrollBuffer, obs_row
+from mtrl.actors.unroll import UnrollBuffer
 from mtrl.actors.worker import ACTOR_PROCESS_ENV, ActorJob
 
 #: A policy's weights as sent to remote actors: parameter and buffer name -> numpy array.
@@ -60,6 +61,7 @@ def buffer_arrays(buf: UnrollBuffer) -> dict[str, Any]:
         "truncated",
         "valid",
         "versions",
+        "core_state",  # None for a feed-forward model
     ):
         out[name] = getattr(buf, name)
     return out
@@ -77,6 +79,7 @@ class RemoteActor:
         torch.set_num_threads(spec.torch_threads)
         self.spec = spec
         self.inference = InferenceModel(model, greedy=spec.greedy)
+        self.states = CoreStates(self.inference)  # a recurrent model's per-env states
         self.stepper: EnvStepper | None = None
         self.buffers: list[UnrollBuffer] = []
         self.turn = 0
@@ -95,6 +98,7 @@ class RemoteActor:
                 s.num_envs,
                 env.single_observation_space,
                 env.single_action_space,
+                self.inference.state_size,
             )
             for _ in range(2)
         ]
@@ -119,10 +123,10 @@ class RemoteActor:
         buf = self.buffers[self.turn]
         if self.stepper.env_steps > 0:  # not the first unroll: row 0 is the last one's end
             EnvStepper.carry(self.buffers[1 - self.turn], buf)
-        inference, task = self.inference, self.spec.task
+        states, task = self.states, self.spec.task
 
         def act(b: UnrollBuffer, t: int) -> None:
-            raw, logp, v = inference.act(task, obs_row(b.obs, t))
+            raw, logp, v = states.act(task, [(0, b, t)])
             b.actions[t] = raw
             b.behaviour_logp[t] = logp
             b.versions[t] = v

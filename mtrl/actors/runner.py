@@ -111,11 +111,16 @@ class EnvStepper:
     def fill(self, buf: UnrollBuffer, act: ActFn) -> None:
         """Run ``buf.length`` steps; row 0 of ``buf.obs`` must already hold the current obs.
 
-        The step loop only writes the env's output; the finiteness check, the reset masks,
-        episode accounting and reward scaling run once over the whole unroll (vectorised), so
-        the per-step overhead stays small beside a microsecond env such as CartPole.
+        The step loop only writes the env's output and ``valid[t]`` (whether step ``t`` is a
+        genuine step, not a reset step), which is written before ``act(buf, t)``: a recurrent
+        policy zeroes a copy's state after its reset step (:mod:`mtrl.actors.core_states`). The
+        finiteness check, episode accounting and reward scaling run once over the whole unroll
+        (vectorised), so the per-step overhead stays small beside a microsecond env such as
+        CartPole.
         """
         env, clock = self.env, time.perf_counter
+        last = buf.length - 1
+        np.logical_not(self.prev_done, out=buf.valid[0])
         for t in range(buf.length):
             act(buf, t)
             actions = env_actions(self.action_space, buf.actions[t])
@@ -126,10 +131,12 @@ class EnvStepper:
             buf.terminated[t] = out.terminated
             buf.truncated[t] = out.truncated
             write_item(buf.obs, t + 1, out.obs)
+            if t < last:  # the step after an episode end is a reset step
+                row = buf.valid[t + 1]
+                np.logical_or(buf.terminated[t], buf.truncated[t], out=row)
+                np.logical_not(row, out=row)
         _check_finite(_steps(buf.obs), buf.rewards, self.name)
         done = buf.terminated | buf.truncated
-        buf.valid[0] = ~self.prev_done
-        np.logical_not(done[:-1], out=buf.valid[1:])
         self.episodes.record(buf.rewards, done, buf.valid)
         buf.rewards *= self.reward_scale
         self.prev_done = done[-1].copy()
@@ -147,10 +154,18 @@ class SerialActor:
     """
 
     def __init__(
-        self, task: int, env: BatchEnv, unroll_length: int, reward_scale: float, name: str = ""
+        self,
+        task: int,
+        env: BatchEnv,
+        unroll_length: int,
+        reward_scale: float,
+        name: str = "",
+        state_size: int = 0,
     ) -> None:
+        """``state_size``: a recurrent model's state floats per copy (its unrolls carry them)."""
         self.task = task
         self.unroll_length = unroll_length
+        self.state_size = state_size
         self.stepper = EnvStepper(env, reward_scale, name or f"task {task}")
         self._free: list[UnrollBuffer] = []
         self._current = self._new_buffer()
@@ -164,6 +179,7 @@ class SerialActor:
             env.num_envs,
             env.single_observation_space,
             env.single_action_space,
+            self.state_size,
         )
 
     def collect(self, act: ActFn) -> UnrollBuffer:

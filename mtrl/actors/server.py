@@ -5,6 +5,10 @@ the ``ACT`` requests that arrived, groups them by task, runs ONE batched forward
 the observations the actors wrote into shared memory, writes actions, log-probs and the weights
 version back into the same slots and answers ``GO``. Finished unrolls and actor faults go to
 ``outbox`` for the trainer. Nothing here pickles an array.
+
+With a recurrent model the server also keeps every actor's env copies' core states between
+steps (:class:`~mtrl.actors.core_states.CoreStates`, keyed by actor id) and writes them into
+each unroll's ``core_state`` at its first step.
 """
 
 from __future__ import annotations
@@ -19,12 +23,11 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-import numpy as np
-
 from mtrl.actors import protocol as P
+from mtrl.actors.core_states import CoreStates
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.shm import Arena
-from mtrl.actors.unroll import UnrollBuffer, obs_row
+from mtrl.actors.unroll import UnrollBuffer
 from mtrl.actors.worker import ActorSpec
 
 
@@ -89,20 +92,13 @@ class ActorEvent:
     lost_s: float = 0.0
 
 
-def _concat(parts: list[Any]) -> Any:
-    if len(parts) == 1:
-        return parts[0]
-    if isinstance(parts[0], dict):
-        return {k: _concat([p[k] for p in parts]) for k in parts[0]}
-    return np.concatenate(parts)
-
-
 class InferenceServer:
     """Serves actions to actors over pipes + shared memory; runs in its own thread."""
 
     def __init__(self, model: InferenceModel, outbox: queue.Queue) -> None:
         self.model = model
         self.outbox = outbox
+        self.states = CoreStates(model)  # recurrent models: per actor, per env copy
         self._actors: dict[int, ActorHandle] = {}
         self._lock = threading.Lock()
         self._lost_lock = threading.Lock()
@@ -149,6 +145,8 @@ class InferenceServer:
     def _round(self) -> None:
         with self._lock:
             handles = {h.conn: h for h in self._actors.values() if h.alive}
+        if len(self.states) > len(handles):  # actors gone: their core states go too
+            self.states.retain(h.spec.actor_id for h in handles.values())
         try:
             ready = wait([*handles, self._wake_r], timeout=0.2)
         except (OSError, ValueError):
@@ -194,8 +192,8 @@ class InferenceServer:
             self.outbox.put(ActorEvent(h.spec.actor_id, h.spec.task, kind, text))
 
     def _serve(self, task: int, reqs: list[tuple[ActorHandle, int, int]]) -> None:
-        obs = _concat([obs_row(h.slots[s].obs, t) for h, s, t in reqs])
-        raw, logp, version = self.model.act(task, obs)
+        rows = [(h.spec.actor_id, h.slots[s], t) for h, s, t in reqs]
+        raw, logp, version = self.states.act(task, rows)
         self.forwards += 1
         self.requests += len(reqs)
         start = 0

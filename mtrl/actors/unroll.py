@@ -5,6 +5,8 @@ allocates nothing. ``obs`` has ``T + 1`` rows: row ``T`` is the bootstrap observ
 copied to row 0 of the next unroll. ``valid[t]`` is false on reset steps (the step after an
 episode end, see :mod:`mtrl.plugins.batch_env`), which the loss masks out. ``versions[t]`` is
 the version of the weights that chose the actions of step ``t`` (policy lag is measured from it).
+With a recurrent model, ``core_state`` holds each env copy's core state before row 0, written
+by whoever acts at step 0 (:mod:`mtrl.actors.core_states`), for the learner to start from.
 
 The arrays are described by :func:`unroll_fields` (name → shape, dtype), so the same buffer can
 live in private numpy memory (serial mode) or in shared memory (:mod:`mtrl.actors.shm`).
@@ -47,9 +49,12 @@ def _obs_fields(space: gym.Space, name: str, lead: tuple[int, ...], out: dict) -
     out[name] = ((*lead, *shape), np.dtype(space.dtype))
 
 
-def unroll_fields(T: int, N: int, obs_space: gym.Space, action_space: gym.Space) -> dict:
+def unroll_fields(
+    T: int, N: int, obs_space: gym.Space, action_space: gym.Space, state_size: int = 0
+) -> dict:
     """Name → (shape, dtype) of every array of one unroll; Dict and Tuple observations nest by
-    ``/`` (a Tuple's elements are named ``0``, ``1``, ...)."""
+    ``/`` (a Tuple's elements are named ``0``, ``1``, ...). ``state_size > 0`` (a recurrent
+    model's :attr:`~mtrl.learner.model.MultiTaskModel.state_size`) adds ``core_state``."""
     fields: dict[str, FieldSpec] = {}
     _obs_fields(obs_space, "obs", (T + 1, N), fields)
     shape, dtype = raw_action_layout(action_space)
@@ -60,6 +65,8 @@ def unroll_fields(T: int, N: int, obs_space: gym.Space, action_space: gym.Space)
     fields["truncated"] = ((T, N), np.dtype(bool))
     fields["valid"] = ((T, N), np.dtype(bool))
     fields["versions"] = ((T,), np.dtype(np.int64))
+    if state_size > 0:
+        fields["core_state"] = ((N, state_size), np.dtype(np.float32))
     return fields
 
 
@@ -105,6 +112,7 @@ class UnrollBuffer:
     truncated: np.ndarray  # [T, N] bool
     valid: np.ndarray  # [T, N] bool: false on reset steps
     versions: np.ndarray  # [T] int64: weights version that acted at step t
+    core_state: np.ndarray | None = None  # [N, S] float32: recurrent state before row 0
 
     @classmethod
     def from_arrays(cls, task: int, arrays: Mapping[str, np.ndarray]) -> UnrollBuffer:
@@ -119,14 +127,21 @@ class UnrollBuffer:
             truncated=arrays["truncated"],
             valid=arrays["valid"],
             versions=arrays["versions"],
+            core_state=arrays.get("core_state"),
         )
 
     @classmethod
     def allocate(
-        cls, task: int, T: int, N: int, obs_space: gym.Space, action_space: gym.Space
+        cls,
+        task: int,
+        T: int,
+        N: int,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        state_size: int = 0,
     ) -> UnrollBuffer:
         """A buffer in private (this process's) memory."""
-        fields = unroll_fields(T, N, obs_space, action_space)
+        fields = unroll_fields(T, N, obs_space, action_space, state_size)
         arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in fields.items()}
         return cls.from_arrays(task, arrays)
 

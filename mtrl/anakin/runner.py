@@ -8,7 +8,10 @@ stepped into an unroll buffer, actions sampled from the same model, ``task_batch
 ``obs`` has ``T + 1`` rows and the last one is carried over as row 0 of the next unroll;
 ``valid`` is false on reset steps; rewards are multiplied by ``reward_scale``; raw policy
 actions and their float32 log-probs are stored; returns are counted unscaled. A test checks
-that both paths give identical batches from identical seeds.
+that both paths give identical batches from identical seeds. A recurrent model's core states
+stay on the device too: the batch carries each copy's state at the unroll's start
+(``core_state``), and a copy's state is zeroed after its reset steps, as the actors'
+(:mod:`mtrl.actors.core_states`) are.
 
 ``compile=True`` (or a ``torch.compile`` mode) compiles a whole unroll — ``T`` policy
 forwards, samplings, env transitions and the episode bookkeeping — into one graph. That is
@@ -28,6 +31,7 @@ from torch import nn
 from mtrl.anakin.actions import DeviceActionMap
 from mtrl.anakin.episodes import DeviceEpisodeTracker, accumulate
 from mtrl.learner.batch import TaskBatch
+from mtrl.learner.recurrent import reset_state
 from mtrl.plugins.builtin.tensor_envs.base import TensorBatchEnv, canonical_device
 
 
@@ -42,6 +46,7 @@ class _Step(NamedTuple):
     truncated: torch.Tensor
     valid: torch.Tensor
     state: torch.Tensor
+    core: torch.Tensor  # the policy's recurrent state for the next row ([N, 0]: feed-forward)
     steps: torch.Tensor
     done: torch.Tensor
     ep_return: torch.Tensor  # return and length up to this step (meaningful where done)
@@ -98,6 +103,7 @@ class AnakinRunner:
         self.env_steps = 0
         self._env_actions = DeviceActionMap(env.single_action_space, env.device)
         self._obs = env.reset_tensor()
+        self._core: torch.Tensor | None = None  # made from the model at the first collect
         self._run_unroll = self._unroll
         mode = compile if isinstance(compile, str) else None
         self._cuda_graphs = mode == "reduce-overhead"
@@ -109,6 +115,7 @@ class AnakinRunner:
         model: nn.Module,
         obs: torch.Tensor,
         state: torch.Tensor,
+        core: torch.Tensor,
         steps: torch.Tensor,
         prev_done: torch.Tensor,
         start: torch.Tensor,
@@ -118,11 +125,13 @@ class AnakinRunner:
         """Act on ``obs`` and step the env: a pure function of its tensor arguments."""
         task, env = self.task, self.env
         mask = model.action_mask(task, obs) if model.has_action_mask(task) else None
-        dist = model.policy(task, model.embed(task, obs), mask)
+        h, core = model.step(task, obs, core)
+        dist = model.policy(task, h, mask)
         raw = dist.sample()
         logp = dist.log_prob(raw).float()
         out = env.transition(state, steps, prev_done, self._env_actions(raw), start)
         valid = ~prev_done
+        core = reset_state(core, prev_done)  # a reset step: the next row starts an episode
         ep_return, ep_length, running_return, running_length = accumulate(
             running_return, running_length, out.reward, out.done, valid
         )
@@ -135,6 +144,7 @@ class AnakinRunner:
             truncated=out.truncated,
             valid=valid,
             state=out.state,
+            core=core,
             steps=out.steps,
             done=out.done,
             ep_return=ep_return,
@@ -149,6 +159,7 @@ class AnakinRunner:
         model: nn.Module,
         obs: torch.Tensor,
         state: torch.Tensor,
+        core: torch.Tensor,
         steps: torch.Tensor,
         prev_done: torch.Tensor,
         starts: torch.Tensor,
@@ -160,9 +171,17 @@ class AnakinRunner:
         first = obs
         for t in range(starts.shape[0]):
             s = self._rollout_step(
-                model, obs, state, steps, prev_done, starts[t], running_return, running_length
+                model,
+                obs,
+                state,
+                core,
+                steps,
+                prev_done,
+                starts[t],
+                running_return,
+                running_length,
             )
-            obs, state, steps, prev_done = s.obs, s.state, s.steps, s.done
+            obs, state, core, steps, prev_done = s.obs, s.state, s.core, s.steps, s.done
             running_return, running_length = s.running_return, s.running_length
             rows.append(s)
         stacked = {f: torch.stack([getattr(r, f) for r in rows]) for f in _STACKED}
@@ -182,12 +201,16 @@ class AnakinRunner:
                 f"task {self.task}: the model is on {model_device} but the env on {self.device}; "
                 "Anakin needs both on one device (env_kwargs device=...)"
             )
+        if self._core is None:
+            self._core = model.initial_state(env.num_envs, self.device)
+        core = self._core
         if self._cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
         rows, last = self._run_unroll(
             model,
             self._obs,
             env.state,
+            core,
             env.steps,
             env.prev_done,
             env.sample_starts(self.unroll_length),
@@ -200,6 +223,7 @@ class AnakinRunner:
         env.state, env.steps, env.prev_done = last.state, last.steps, last.done
         ep.running_return, ep.running_length = last.running_return, last.running_length
         self._obs = last.obs
+        self._core = last.core
         self.env_steps += self.unroll_length * env.num_envs
         ep.record(rows["done"], rows["ep_return"], rows["ep_length"])
         return TaskBatch(
@@ -212,6 +236,7 @@ class AnakinRunner:
             truncated=rows["truncated"],
             valid=rows["valid"],
             policy_version=version,
+            core_state=core if model.recurrent else None,
         )
 
     def close(self) -> None:

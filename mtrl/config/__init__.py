@@ -1,5 +1,6 @@
 """Experiment configs: pydantic models and YAML loading with precise error messages."""
 
+from mtrl.config.core import CoreConfig
 from mtrl.config.loading import config_schema, format_loc, load_config, parse_config
 from mtrl.config.models import (
     ActorsConfig,
@@ -18,6 +19,7 @@ from mtrl.config.models import (
 __all__ = [
     "ActorsConfig",
     "CheckpointConfig",
+    "CoreConfig",
     "ExperimentConfig",
     "LearnerConfig",
     "ModelConfig",

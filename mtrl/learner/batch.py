@@ -1,4 +1,8 @@
-"""The learner's input: one task's unroll block as device tensors (time-major)."""
+"""The learner's input: one task's unroll block as device tensors (time-major).
+
+With a recurrent model the block also carries ``core_state``: each env copy's core state at the
+unroll's start, which the learner runs the core from (:mod:`mtrl.learner.recurrent`).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ class TaskBatch:
     loss_weight: float = 1.0
     """Multiplies this batch's loss (policy, value and entropy terms): the trainer's per-task
     weight that turns the data mix into the target mix (:mod:`mtrl.scheduler.loss_weights`)."""
+    core_state: torch.Tensor | None = None
+    """``[N, S]`` float32: each copy's recurrent state before row 0 (None: feed-forward)."""
 
     @property
     def num_samples(self) -> int:
@@ -46,8 +52,10 @@ class TaskBatch:
 def task_batch(source: Any, device: torch.device | str) -> TaskBatch:
     """A :class:`TaskBatch` on ``device`` from anything with its field names: an actor's unroll
     buffer (numpy arrays; on the CPU the tensors share their memory) or another batch."""
+    state = getattr(source, "core_state", None)
     return TaskBatch(
         task=source.task,
         policy_version=source.policy_version,
+        core_state=None if state is None else torch.as_tensor(state, device=device),
         **{f: obs_to_tensor(getattr(source, f), device) for f in ARRAY_FIELDS},
     )

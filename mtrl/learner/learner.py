@@ -3,7 +3,9 @@
 Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 
 1. every task's unrolls go through its encoder; the features of all tasks go through the
-   shared torso in one call (``_embed``);
+   shared torso in one call (``_embed``), then, with a recurrent core, through the core over
+   time from each unroll's initial state, reset where episodes start
+   (:meth:`MultiTaskModel.run_cores <mtrl.learner.model.MultiTaskModel.run_cores>`);
 2. V-trace targets from the unnormalised values ``σ·n + μ`` under the *old* statistics;
 3. per-task PopArt statistics move toward the new targets, and the value heads are rescaled so
    every unnormalised output is preserved exactly;
@@ -32,10 +34,24 @@ from mtrl.learner import diagnostics, popart
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.distributions import DiagGaussian
+from mtrl.learner.recurrent import sequence_resets
 from mtrl.learner.schedule import learning_rate
 from mtrl.learner.vtrace import vtrace
 
 __all__ = ["Learner", "resolve_device"]  # resolve_device re-exported for older imports
+
+
+def _core_state(batch: TaskBatch, size: int) -> torch.Tensor:
+    """The batch's initial core states ``[N, size]``; a clear error where it has none."""
+    state = batch.core_state
+    if state is None or tuple(state.shape) != (batch.valid.shape[1], size):
+        got = "none" if state is None else f"shape {tuple(state.shape)}"
+        raise ValueError(
+            f"a batch of task {batch.task} has core_state {got}, but the model's recurrent core "
+            f"needs [{batch.valid.shape[1]}, {size}]: unrolls of a recurrent model carry each "
+            "env copy's state at their start (unroll_fields(..., state_size=...))"
+        )
+    return state
 
 
 def make_optimizer(params: Sequence[nn.Parameter], cfg: LearnerConfig) -> torch.optim.Optimizer:
@@ -89,7 +105,8 @@ class Learner:
         return self.mu.float(), self.sigma.float()
 
     def _embed(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Torso features of every batch, ``[T+1, N, H]`` each, from ONE torso call.
+        """Features of every batch, ``[T+1, N, H]`` each, from ONE torso call (and the core's
+        output over time, with a recurrent core).
 
         One call is faster than one per batch, and a sharded (FSDP) torso needs every replica
         to call it exactly once per update, even a replica with no batches. Returns the
@@ -102,7 +119,15 @@ class Learner:
             flat = [torch.zeros(0, self.cfg.model.encoder_dim, device=self.device)]
         h_all = model.torso(torch.cat(flat))
         hs = h_all.split([f.shape[0] for f in flat])[: len(feats)]
-        return h_all, [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]
+        hs = [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]
+        if model.recurrent:
+            hs = model.run_cores(
+                [b.task for b in batches],
+                hs,
+                [_core_state(b, model.state_size) for b in batches],
+                [sequence_resets(b.valid) for b in batches],
+            )
+        return h_all, hs
 
     def set_progress(self, progress: float) -> None:
         """Tell the learner how far the run is (env steps / total): sets the step size."""

@@ -1,17 +1,18 @@
 """Model parallel learners: task-sharded per-task modules, and an FSDP-sharded torso.
 
-**Task sharding.** Each rank owns the encoders and policy heads of a subset of tasks (greedy
-balance of their parameter counts), holds only those, takes only those tasks' batches and
-computes only their losses; the number of tasks is then bounded by the sum of the devices'
-memory, not one device's. The shared torso and the stacked value head (``[K, H]``, small) are
+**Task sharding.** Each rank owns the encoders and policy heads (and per-task recurrent cores,
+where the model has them) of a subset of tasks (greedy balance of their parameter counts),
+holds only those, takes only those tasks' batches and computes only their losses; the number
+of tasks is then bounded by the sum of the devices' memory, not one device's. The shared torso,
+a shared recurrent core and the stacked value head (``[K, H]``, small) are
 replicated and their gradients summed as in data parallel; a per-task module's gradient is
 complete on its owner. The update equals one process's update on all tasks' batches.
 
 **FSDP.** For a torso too large for one device: ``torch.distributed.fsdp.fully_shard`` splits
 its parameters, gradients and optimiser state across ranks (all-gather before forward and
-backward, reduce-scatter of gradients), while encoders and heads stay replicated as in data
-parallel. The learner calls the torso once per update on every rank (FSDP's collectives
-must line up), even on a rank without batches.
+backward, reduce-scatter of gradients), while encoders, heads and a recurrent core stay
+replicated as in data parallel. The learner calls the torso once per update on every rank
+(FSDP's collectives must line up), even on a rank without batches.
 
 Both build on :class:`mtrl.learner.distributed.DataParallelLearner`: the global sample count,
 the PopArt moment sums and the metrics are all-reduced the same way, and the gradient norm is
@@ -45,6 +46,11 @@ from mtrl.learner.distributed import DataParallelLearner, broadcast_parameters, 
 __all__ = ["FSDPLearner", "RemoteTask", "TaskShardedLearner", "assign_tasks", "shard_tasks"]
 
 _PER_TASK = ("encoders", "policy_heads")
+"""Per-task module lists of every model; a model names its own in ``per_task_modules``."""
+
+
+def _per_task(model: nn.Module) -> tuple[str, ...]:
+    return tuple(getattr(model, "per_task_modules", _PER_TASK))
 
 
 def assign_tasks(model: nn.Module, world_size: int) -> list[int]:
@@ -85,7 +91,7 @@ def shard_tasks(model: nn.Module, world_size: int, rank: int) -> list[int]:
     owners = getattr(model, "task_owners", None)
     if owners is None:
         owners = assign_tasks(model, world_size)
-        for attr in _PER_TASK:
+        for attr in _per_task(model):
             modules = getattr(model, attr)
             for k, owner in enumerate(owners):
                 if owner != rank:
@@ -178,7 +184,7 @@ class TaskShardedLearner(DataParallelLearner):
             if owner == self.ctx.rank:
                 part = {
                     f"{attr}.{k}.{name}": t
-                    for attr in _PER_TASK
+                    for attr in _per_task(self.model)
                     for name, t in getattr(self.model, attr)[k].state_dict().items()
                 }
                 part = to_cpu(part)

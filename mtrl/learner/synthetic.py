@@ -77,8 +77,11 @@ def random_task_batch(
     reward_scale: float = 1.0,
     end_prob: float = 0.1,
     policy_version: int = 0,
+    state_size: int = 0,
 ) -> TaskBatch:
-    """A ``T x N`` unroll block of task ``task`` on the CPU (move it with ``.to`` helpers)."""
+    """A ``T x N`` unroll block of task ``task`` on the CPU (move it with ``.to`` helpers);
+    with ``state_size > 0`` it carries random initial core states ``[N, state_size]`` (drawn
+    after everything else, so the other fields do not depend on it)."""
     g = torch.Generator().manual_seed(seed)
     t, n = unroll_length, num_envs
     obs = random_obs(task_spaces.observation_space, (t + 1, n), g)
@@ -91,16 +94,20 @@ def random_task_batch(
     terminated = ends & ~truncated
     valid = torch.ones(t, n, dtype=torch.bool)
     valid[1:] &= ~ends[:-1]  # the step after an episode end is a reset step
+    behaviour_logp = -torch.rand(t, n, generator=g) * math.log(4.0)
+    rewards = reward_scale * torch.randn(t, n, generator=g)
+    state = torch.randn(n, state_size, generator=g) * 0.5 if state_size else None
     return TaskBatch(
         task=task,
         obs=obs,
         actions=actions,
-        behaviour_logp=-torch.rand(t, n, generator=g) * math.log(4.0),
-        rewards=reward_scale * torch.randn(t, n, generator=g),
+        behaviour_logp=behaviour_logp,
+        rewards=rewards,
         terminated=terminated,
         truncated=truncated,
         valid=valid,
         policy_version=policy_version,
+        core_state=state,
     )
 
 
@@ -128,6 +135,7 @@ def split_columns(batch: TaskBatch, parts: int) -> list[TaskBatch]:
                 truncated=batch.truncated[:, sl],
                 valid=batch.valid[:, sl],
                 policy_version=batch.policy_version,
+                core_state=None if batch.core_state is None else batch.core_state[sl],
             )
         )
     return out

@@ -37,6 +37,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "scheduler": "mtrl.scheduler.builtin",
     "tensor": "mtrl.plugins.builtin.tensor_envs",
     "chaos": "mtrl.plugins.builtin.chaos",
+    "memory": "mtrl.plugins.builtin.memory_envs",
 }
 ENV_DISABLE_AUTOLOAD = "MTRL_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ONLY = "MTRL_PLUGINS"

@@ -2,8 +2,8 @@
 
     torchrun --standalone --nproc-per-node 2 tests/parallel/dist_worker.py OUT_DIR MODE...
 
-MODE is ``none`` (data parallel), ``task_sharded`` or ``fsdp``; results go to
-``OUT_DIR/{mode}_rank{rank}.pt``.
+MODE is ``none`` (data parallel), ``task_sharded`` or ``fsdp``, or one of those prefixed
+``recurrent-`` (the model with a recurrent core); results go to ``OUT_DIR/{mode}_rank{rank}.pt``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from parallel_scenarios import (
     build_model,
     data_parallel_shard,
     learner_config,
+    state_size,
     task_shard,
 )
 
@@ -34,16 +35,17 @@ def _local_numel(p: torch.Tensor) -> int:
 
 
 def _shard(mode: str, step: int, learner, ctx: DistContext) -> list:
-    if mode == "task_sharded":
-        return task_shard(step, learner.local_tasks)
-    return data_parallel_shard(step, ctx.rank)
+    states = state_size(mode)
+    if mode.endswith("task_sharded"):
+        return task_shard(step, learner.local_tasks, states)
+    return data_parallel_shard(step, ctx.rank, states)
 
 
 def _resume_check(mode: str, ctx: DistContext) -> dict:
     """Save after two updates (rank 0's state, as the checkpoint file every rank reads on
     resume), then take the third update both in the saved learner and in a fresh one that
     loaded the state: the two must end equal."""
-    saved = make_learner(build_model(), learner_config(mode), NAMES, ctx)
+    saved = make_learner(build_model(mode), learner_config(mode), NAMES, ctx)
     for i in range(2):
         saved.update(_shard(mode, i, saved, ctx))
     state = saved.state_dict()  # a collective in the sharded modes
@@ -55,7 +57,7 @@ def _resume_check(mode: str, ctx: DistContext) -> dict:
     buf.seek(0)
     state = torch.load(buf, weights_only=True)
     saved.update(_shard(mode, 2, saved, ctx))
-    fresh = build_model()
+    fresh = build_model(mode)
     with torch.no_grad():  # a different start: everything must come from the state
         for p in fresh.parameters():
             p.add_(0.5)
@@ -77,15 +79,9 @@ def main(out: Path, modes: list[str]) -> None:
     ctx.init(torch.device("cpu"), timeout_s=60)
     try:
         for mode in modes:
-            model = build_model()
+            model = build_model(mode)
             learner = make_learner(model, learner_config(mode), NAMES, ctx)
-            metrics = []
-            for i in range(len(STEPS)):
-                if mode == "task_sharded":
-                    batches = task_shard(i, learner.local_tasks)
-                else:
-                    batches = data_parallel_shard(i, ctx.rank)
-                metrics.append(learner.update(batches))
+            metrics = [learner.update(_shard(mode, i, learner, ctx)) for i in range(len(STEPS))]
             result = {
                 "state": learner.full_model_state(),
                 "local_keys": sorted(learner.model.state_dict()),

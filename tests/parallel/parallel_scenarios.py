@@ -1,7 +1,9 @@
 """The multi-task problem every parallel test solves: spaces, config, batches, their split.
 
 Imported by the tests (the single-process reference) and by ``dist_worker.py`` (the ranks
-under torchrun), so both sides build the same model and the same batches from seeds.
+under torchrun), so both sides build the same model and the same batches from seeds. A mode
+``recurrent-<model_parallel>`` runs the same problem with the recurrent core of
+:data:`RECURRENT` (its batches then carry random initial core states).
 """
 
 from __future__ import annotations
@@ -56,16 +58,42 @@ STEPS: list[list[tuple[int, int, int, int | None]]] = [
 ]
 
 
-def learner_config(model_parallel: str = "none") -> LearnerConfig:
-    return LearnerConfig.model_validate({**CFG, "parallel": {"model_parallel": model_parallel}})
+#: The recurrent core of each ``recurrent-<model_parallel>`` mode: shared LSTMs, and per-task
+#: GRUs where tasks are sharded (each rank then owns its tasks' cores).
+RECURRENT: dict[str, dict[str, Any]] = {
+    "none": {"kind": "lstm", "hidden": 12},
+    "task_sharded": {"kind": "gru", "hidden": 12, "shared": False},
+    "fsdp": {"kind": "lstm", "hidden": 12},
+}
 
 
-def build_model() -> MultiTaskModel:
+def scenario(mode: str) -> tuple[str, dict[str, Any] | None]:
+    """``(model_parallel, core config or None)`` of a mode name."""
+    if mode.startswith("recurrent-"):
+        parallel = mode.removeprefix("recurrent-")
+        return parallel, RECURRENT[parallel]
+    return mode, None
+
+
+def learner_config(mode: str = "none") -> LearnerConfig:
+    parallel, core = scenario(mode)
+    model = {**CFG["model"], "core": core}
+    return LearnerConfig.model_validate(
+        {**CFG, "model": model, "parallel": {"model_parallel": parallel}}
+    )
+
+
+def build_model(mode: str = "none") -> MultiTaskModel:
     torch.manual_seed(0)
-    return MultiTaskModel(SPACES, learner_config().model)
+    return MultiTaskModel(SPACES, learner_config(mode).model)
 
 
-def _batch(step: int, task: int, num_envs: int, seed: int) -> TaskBatch:
+def state_size(mode: str) -> int:
+    """Floats of core state per env copy in ``mode`` (0: feed-forward)."""
+    return build_model(mode).state_size
+
+
+def _batch(step: int, task: int, num_envs: int, seed: int, states: int = 0) -> TaskBatch:
     return random_task_batch(
         task,
         SPACES[task],
@@ -74,19 +102,20 @@ def _batch(step: int, task: int, num_envs: int, seed: int) -> TaskBatch:
         seed=seed,
         reward_scale=REWARD_SCALES[task],
         policy_version=max(step - seed % 2, 0),
+        state_size=states,
     )
 
 
-def all_batches(step: int) -> list[TaskBatch]:
+def all_batches(step: int, states: int = 0) -> list[TaskBatch]:
     """The whole batch of update ``step`` (what one process learns from)."""
-    return [_batch(step, t, n, s) for t, n, s, _ in STEPS[step]]
+    return [_batch(step, t, n, s, states) for t, n, s, _ in STEPS[step]]
 
 
-def data_parallel_shard(step: int, rank: int) -> list[TaskBatch]:
+def data_parallel_shard(step: int, rank: int, states: int = 0) -> list[TaskBatch]:
     """Rank ``rank``'s share of update ``step``: whole batches or a slice of columns."""
     out = []
     for t, n, s, owner in STEPS[step]:
-        b = _batch(step, t, n, s)
+        b = _batch(step, t, n, s, states)
         if owner is None:
             out.append(split_columns(b, WORLD)[rank])
         elif owner == rank:
@@ -94,15 +123,16 @@ def data_parallel_shard(step: int, rank: int) -> list[TaskBatch]:
     return out
 
 
-def task_shard(step: int, local_tasks: list[int]) -> list[TaskBatch]:
+def task_shard(step: int, local_tasks: list[int], states: int = 0) -> list[TaskBatch]:
     """The batches of update ``step`` whose task this rank owns."""
-    return [b for b in all_batches(step) if b.task in local_tasks]
+    return [b for b in all_batches(step, states) if b.task in local_tasks]
 
 
-def run_single_process() -> dict[str, Any]:
-    """The reference: one plain Learner on every whole batch."""
-    learner = Learner(build_model(), learner_config(), NAMES)
-    metrics = [learner.update(all_batches(i)) for i in range(len(STEPS))]
+def run_single_process(mode: str = "none") -> dict[str, Any]:
+    """The reference: one plain Learner on every whole batch (with ``mode``'s model)."""
+    learner = Learner(build_model(mode), learner_config(mode), NAMES)
+    states = learner.model.state_size
+    metrics = [learner.update(all_batches(i, states)) for i in range(len(STEPS))]
     state = {k: v.detach().clone() for k, v in learner.model.state_dict().items()}
     return {"state": state, "mu": learner.mu, "nu": learner.nu, "metrics": metrics}
 

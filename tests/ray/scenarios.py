@@ -51,12 +51,14 @@ def _flat(obs: Any) -> list[np.ndarray]:
 
 def _unroll_arrays(buf: Any) -> list[np.ndarray]:
     fields = ("actions", "behaviour_logp", "rewards", "terminated", "truncated", "valid")
-    return _flat(buf.obs) + [np.array(getattr(buf, f)) for f in fields]
+    state = [] if buf.core_state is None else [np.array(buf.core_state)]
+    return _flat(buf.obs) + [np.array(getattr(buf, f)) for f in fields] + state
 
 
-def unrolls_match_serial(unrolls: int = 4) -> dict[str, Any]:
+def unrolls_match_serial(unrolls: int = 4, core: str = "none") -> dict[str, Any]:
     """The first ``unrolls`` unrolls of each task from one Ray actor and from the serial pool,
-    greedy policy, same seeds: compared array by array, bit for bit."""
+    greedy policy, same seeds: compared array by array, bit for bit (with a recurrent
+    ``core``, the unrolls' initial core states too)."""
     import ray
 
     from mtrl.actors.inference import InferenceModel
@@ -76,9 +78,9 @@ tasks:
   - {env: gymnasium/CartPole-v1, num_envs: 4}
   - {env: minatar/breakout, num_envs: 3}
   - {env: gymnasium/InvertedPendulum-v5, num_envs: 2}
-learner: {unroll_length: 16, model: {encoder_dim: 32, torso: [32]}}
+learner: {unroll_length: 16, model: {encoder_dim: 32, torso: [32], core: CORE}}
 actors: {mode: serial}
-"""
+""".replace("CORE", core)
     )
     plugins = get_plugins()
     specs = [plugins.envs.get(t.env) for t in cfg.tasks]
@@ -109,7 +111,8 @@ actors: {mode: serial}
         for k, (x, y) in enumerate(zip(a[t][u], b[t][u], strict=True))
         if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x, y)
     ]
-    episodes = sum(int((~np.concatenate([u[-1] for u in a[t]])).sum()) for t in a)
+    at = -1 if core == "none" else -2  # "valid", before the core state when there is one
+    episodes = sum(int((~np.concatenate([u[at] for u in a[t]])).sum()) for t in a)
     remote.close()
     serial.close()
     return {

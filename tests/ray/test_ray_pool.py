@@ -18,10 +18,12 @@ pytest.importorskip("ray", reason="the ray extra is not installed")
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_ray_unrolls_equal_serial_unrolls_bit_for_bit() -> None:
-    r = run_scenario("unrolls_match_serial", unrolls=4)
-    # 3 tasks (Discrete vector, Discrete image, bounded Box) x 4 unrolls x all arrays
-    assert r["compared"] == 3 * 4 * 7  # obs + 6 per-step arrays per unroll
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_ray_unrolls_equal_serial_unrolls_bit_for_bit(core: str) -> None:
+    r = run_scenario("unrolls_match_serial", unrolls=4, core=core)
+    # 3 tasks (Discrete vector, Discrete image, bounded Box) x 4 unrolls x (obs + 6 per-step
+    # arrays, + the initial core state with a recurrent core)
+    assert r["compared"] == 3 * 4 * (7 if core == "none" else 8)
     assert r["resets"] > 0, "the unrolls crossed episode ends (auto-reset rows compared too)"
     assert r["mismatches"] == []
 

@@ -62,6 +62,12 @@ _SPACES: dict[str, Callable[[], tuple[spaces.Space, spaces.Space]]] = {
 }
 
 
+def cue_recall_spaces() -> tuple[spaces.Box, spaces.Discrete]:
+    """Fresh (observation, action) spaces of ``memory/CueRecall-v0``: ``[cue is 0, cue is 1,
+    query]`` and the two answers (:mod:`mtrl.plugins.builtin.tensor_envs.cue_recall`)."""
+    return spaces.Box(0.0, 1.0, (3,), np.float32), spaces.Discrete(2)
+
+
 def env_spaces(name: str) -> tuple[spaces.Space, spaces.Space]:
     """Fresh (observation, action) spaces of tensor env ``name`` (``"CartPole-v1"``); fresh
     because a space carries its own sampling RNG."""
