@@ -10,7 +10,8 @@ process mode.
 ``scaling``: an env whose step waits 20 ms (as a simulation running on other cores would),
 8 envs per actor, N actors spread over 4 simulated worker nodes (``ray.cluster_utils.Cluster``,
 a head without CPUs); env steps/s against linear from the smallest N, the learner's updates/s,
-and the actors' resident memory (what bounds N on one machine).
+and the actors' resident memory (what bounds N on one machine: an N whose projected memory
+exceeds 80% of what is available is skipped, with the reason in the JSON).
 
 Runs in a private network namespace when it can (mtrl.testing.netns): all traffic on loopback.
 
@@ -168,6 +169,14 @@ def _actor_rss_mb() -> tuple[int, float]:
     return n, total
 
 
+def _available_mib() -> float:
+    """MemAvailable of this machine, MiB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
 def scaling(actor_counts: list[int], seconds: float, nodes: int = 4) -> dict[str, Any]:
     import ray
     from ray.cluster_utils import Cluster
@@ -177,7 +186,18 @@ def scaling(actor_counts: list[int], seconds: float, nodes: int = 4) -> dict[str
         "     env_kwargs: {env: gymnasium/CartPole-v1, step_delay_s: 0.02}}"
     )
     out: dict[str, Any] = {"nodes": nodes, "step_delay_s": 0.02, "envs_per_actor": 8, "runs": []}
+    out["skipped"] = []
+    per_actor_mib = 0.0
     for n in actor_counts:
+        free_mib = _available_mib()
+        if per_actor_mib and n * per_actor_mib > 0.8 * free_mib:
+            why = (
+                f"{n} actors need ~{n * per_actor_mib:,.0f} MiB resident ({per_actor_mib:.0f} "
+                f"MiB per actor process, measured) > 80% of the {free_mib:,.0f} MiB available"
+            )
+            print(f"{n:4d} actors: skipped: {why}", flush=True)
+            out["skipped"].append({"actors": n, "why": why})
+            continue
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
         for _ in range(nodes):
             cluster.add_node(num_cpus=-(-n // nodes))
@@ -201,6 +221,7 @@ def scaling(actor_counts: list[int], seconds: float, nodes: int = 4) -> dict[str
             cluster.shutdown()
         peak = max(rss, key=lambda x: x[1]) if rss else (0, 0.0)
         res.update(actors=n, actor_processes=peak[0], actors_rss_mib=peak[1])
+        per_actor_mib = max(per_actor_mib, peak[1] / max(peak[0], 1))
         out["runs"].append(res)
         print(
             f"{n:4d} actors: {res['env_steps_per_s']:9,.0f} env steps/s, "

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mtrl.actors.server import ENV_FAULT_KINDS
 from mtrl.evaluate import evaluate_model
 from mtrl.progress import TaskResult
 
@@ -77,7 +78,8 @@ def final_eval(
         return FinalEval()
     out = FinalEval(episodes)
     for i, task_faults in enumerate(faults):
-        if task_faults.faults or task_faults.quarantined:
+        env_faults = sum(task_faults.by_kind.get(k, 0) for k in ENV_FAULT_KINDS)
+        if env_faults or task_faults.quarantined:
             print(f"greedy eval skipped for {names[i]}: its envs failed in training")
             continue
         try:

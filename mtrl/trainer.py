@@ -307,7 +307,8 @@ class Trainer:
                 continue
             name = self.names[ev.task]
             print(f"actor {ev.actor_id} of task {name!r} failed ({ev.kind}): {ev.text}")
-            self.rebalancer.observe_failure(ev.task, ev.lost_s)
+            if ev.kind != "lost":  # a lost node says nothing about how reliable the task is
+                self.rebalancer.observe_failure(ev.task, ev.lost_s)
         faults = self.pool.faults
         for i, f in enumerate(faults):
             if f.quarantined:

@@ -263,7 +263,7 @@ class RayPool:
     def _failed(self, a: _Actor, exc: BaseException) -> None:
         kind, text = describe_ray_error(exc)
         if kind == "exit" and a.node is not None and a.node not in alive_nodes():
-            text = "the actor's node left the cluster (lost, or removed)"
+            kind, text = "lost", "the actor's node left the cluster (lost, or removed)"
         self._lost(a, kind, text)
 
     def _lost(self, a: _Actor, kind: str, text: str) -> None:

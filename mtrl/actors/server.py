@@ -71,8 +71,11 @@ class ReadyUnroll:
 
 
 #: Kinds of actor faults: the env raised, returned NaN/inf, the actor process died (kill -9,
-#: segfault, exit), or an env step outlived ``step_timeout_s``.
-FAULT_KINDS = ("raise", "nan", "exit", "hang")
+#: segfault, exit), an env step outlived ``step_timeout_s``, or (Ray actors) the actor's node
+#: left the cluster — the one kind that says nothing about the task's env.
+FAULT_KINDS = ("raise", "nan", "exit", "hang", "lost")
+#: The kinds an env can cause (a task with any of them is not evaluated at the end).
+ENV_FAULT_KINDS = ("raise", "nan", "exit", "hang")
 
 
 @dataclass

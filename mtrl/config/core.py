@@ -15,6 +15,8 @@ from pydantic_core import PydanticCustomError
 from mtrl.config.base import ConfigModel
 
 CORE_KINDS = ("lstm", "gru")
+#: What the schema accepts besides a mapping: a kind, or the words for "no core".
+CoreShorthand = Literal["lstm", "gru", "none", "off"]
 
 
 class CoreConfig(ConfigModel):

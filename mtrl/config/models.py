@@ -25,7 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mtrl.config.base import ConfigModel
-from mtrl.config.core import CoreConfig, core_or_none
+from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.names import unknown_env_message, unknown_tracker_message
 
@@ -193,7 +193,10 @@ class ModelConfig(ConfigModel):
     per update, too slow to narrow the policy in an IMPALA run: 10 lifts InvertedPendulum's
     training return to target in the quickstart (docs/BENCHMARKS.md, "The log-std step"), but
     is not the default because breakout lost ground beside it there."""
-    core: Annotated[CoreConfig | None, BeforeValidator(core_or_none)] = None
+    core: Annotated[
+        CoreConfig | None,
+        BeforeValidator(core_or_none, json_schema_input_type=CoreConfig | CoreShorthand | None),
+    ] = None
     """A recurrent core after the torso, for tasks that need memory: ``lstm`` or ``gru``, or
     ``{kind, hidden, shared}`` (mtrl/config/core.py); ``none`` (the default): feed-forward.
     Unrolls then carry each env copy's state at their start, and the learner runs the core

@@ -38,6 +38,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "tensor": "mtrl.plugins.builtin.tensor_envs",
     "chaos": "mtrl.plugins.builtin.chaos",
     "memory": "mtrl.plugins.builtin.memory_envs",
+    "mission": "mtrl.plugins.builtin.mission_envs",
 }
 ENV_DISABLE_AUTOLOAD = "MTRL_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ONLY = "MTRL_PLUGINS"

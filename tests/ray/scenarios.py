@@ -221,6 +221,7 @@ learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [
         "by_kind": f.by_kind,
         "restarts": f.restarts,
         "last_error": f.last_error,
+        "greedy_eval": result.tasks[0].greedy_eval,
         "actors_after": after,
         "actors_per_task": counts,
     }
@@ -325,6 +326,54 @@ tracking: {{run_dir: {tmp}/runs, log_every_s: 1, console: plain, wandb: {{mode: 
         "tail": out[-3000:],
         "cpus_used_max": used,
         "env_steps": last["charts/env_steps"],
+    }
+
+
+def resumes_beside_an_anakin_task(tmp: str) -> dict[str, Any]:
+    """A Ray-actor task beside an Anakin task (tensor env on the learner's device): train,
+    checkpoint, stop; resume with a larger budget and train on. (The Anakin task steps from the
+    first update on, while the Ray actor still starts: a small share of envs keeps it from
+    spending the whole budget before then.)"""
+    import ray
+
+    from mtrl.config import parse_config
+    from mtrl.trainer import Trainer
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    cfg = parse_config(
+        f"""
+name: ray-anakin
+total_env_steps: 40000
+tasks:
+  - {{env: gymnasium/CartPole-v1, name: remote, num_envs: 16}}
+  - {{env: tensor/CartPole-v1, name: on-device, num_envs: 2, anakin: true}}
+actors: {{mode: ray}}
+scheduler: {{num_actors: 1}}
+learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [16]}}}}
+tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, csv: false,
+            wandb: {{mode: disabled}}}}
+"""
+    )
+    first = Trainer(cfg, console=False)
+    try:
+        r1 = first.run()
+        run_dir = first.run_dir
+    finally:
+        first.close()
+    second = Trainer.resume(run_dir, console=False, total_env_steps=80000)
+    try:
+        start = {t.name: t.env_steps for t in second.results()}
+        r2 = second.run()
+        per_node = second.pool.actors_per_node()
+    finally:
+        second.close()
+    return {
+        "first": {t.name: t.env_steps for t in r1.tasks},
+        "resumed_at": start,
+        "second": {t.name: t.env_steps for t in r2.tasks},
+        "env_steps": [r1.env_steps, r2.env_steps],
+        "actors_per_node": per_node,
+        "checkpoints": sorted(p.name for p in (run_dir / "checkpoints").iterdir()),
     }
 
 

@@ -47,9 +47,10 @@ def test_a_lost_node_is_a_counted_fault_and_its_actors_come_back_elsewhere() -> 
     lost = r["removed"]
     assert lost and lost["actors"] >= 1
     assert r["env_steps"] >= 60_000, "the run finished"
-    assert r["by_kind"]["exit"] == r["faults"] == lost["actors"]
+    assert r["by_kind"]["lost"] == r["faults"] == lost["actors"]
     assert r["restarts"] == lost["actors"]
     assert "node left the cluster" in r["last_error"]
+    assert r["greedy_eval"] is not None, "a lost node is not the env's fault: still evaluated"
     assert r["actors_per_task"] == [2]
     assert lost["node"] not in r["actors_after"] and sum(r["actors_after"].values()) == 2
 
@@ -82,6 +83,17 @@ def test_torchrun_replicas_each_drive_their_actors_on_one_cluster(tmp_path: Path
     assert r["returncode"] == 0, r["tail"]
     assert r["env_steps"] >= 24_000, "steps counted over both replicas"
     assert r["cpus_used_max"] == 4.0, "2 replicas x scheduler.num_actors 2, one CPU each"
+
+
+def test_a_ray_run_beside_an_anakin_task_checkpoints_and_resumes(tmp_path: Path) -> None:
+    r = run_scenario("resumes_beside_an_anakin_task", tmp=str(tmp_path))
+    first, resumed, second = r["first"], r["resumed_at"], r["second"]
+    assert r["env_steps"][0] >= 40_000 and r["env_steps"][1] >= 80_000
+    assert resumed == first, "the resumed run starts from the checkpoint's counts"
+    for name in ("remote", "on-device"):  # both kinds of task kept stepping after the resume
+        assert first[name] > 0 and second[name] > first[name], (name, first, second)
+    assert len(r["checkpoints"]) >= 2
+    assert sum(r["actors_per_node"].values()) == 1
 
 
 def test_without_ray_the_mode_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,8 @@
 """A text-conditioned task trains end to end: a Dict observation {"image": Box, "mission":
 Text}, as in BabyAI/MiniGrid, where the right action depends only on one word of the mission.
 
-``GoToDoor`` is a one-step contextual bandit: the mission reads "go to the {red|green|blue}
+``GoToDoor`` (the built-in ``mission/GoToDoor-v0``'s env, registered here again in-process as
+plugin ``texty``) is a one-step contextual bandit: the mission reads "go to the {red|green|blue}
 door", the image is noise, and action ``i`` earns 1 when it names the mission's colour
 (random play: 1/3). Real env, real plugin registration (in-process, as plugin ``texty``), real
 ``mtrl train`` / ``mtrl validate --check-envs`` / ``mtrl eval`` and the conformance suite.
@@ -14,51 +15,17 @@ import types
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium import spaces
 
 from mtrl.cli import main
-from mtrl.plugins import Plugins, batch_env_from_gymnasium, hookimpl, load_plugins
+from mtrl.plugins import Plugins, hookimpl, load_plugins
+from mtrl.plugins.builtin.mission_envs import CHARSET, COLOURS, make_go_to_door
 from mtrl.testing import check_env
 from mtrl.token_space import TokenSpace
 
 ENV = "texty/GoToDoor-v0"
-COLOURS = ("red", "green", "blue")
-CHARSET = "abcdefghijklmnopqrstuvwxyz "
 RANDOM_RETURN = 1 / 3
-
-
-class GoToDoorEnv(gym.Env):
-    """One step: go to the door whose colour the mission names (reward 1, else 0)."""
-
-    def __init__(self) -> None:
-        self.observation_space = spaces.Dict(
-            {
-                "image": spaces.Box(0, 10, (7, 7, 3), np.uint8),
-                "mission": spaces.Text(24, charset=CHARSET),
-            }
-        )
-        self.action_space = spaces.Discrete(len(COLOURS))
-        self._colour = 0
-
-    def _obs(self) -> dict[str, Any]:
-        self._colour = int(self.np_random.integers(len(COLOURS)))
-        image = self.np_random.integers(0, 11, (7, 7, 3), dtype=np.uint8)
-        return {"image": image, "mission": f"go to the {COLOURS[self._colour]} door"}
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
-        super().reset(seed=seed)
-        return self._obs(), {}
-
-    def step(self, action: int) -> tuple:
-        reward = float(int(action) == self._colour)
-        return self._obs(), reward, True, False, {}
-
-
-def _make(num_envs: int, seed: int) -> Any:
-    return batch_env_from_gymnasium(GoToDoorEnv, num_envs, seed)
 
 
 @pytest.fixture
@@ -67,7 +34,7 @@ def texty(monkeypatch: pytest.MonkeyPatch) -> Plugins:
 
     @hookimpl
     def mtrl_register_envs(register: Any) -> None:
-        register.env("GoToDoor-v0", _make, description="go to the door the mission names")
+        register.env("GoToDoor-v0", make_go_to_door, description="go to the door named")
 
     plugins = load_plugins(
         autoload=False,
