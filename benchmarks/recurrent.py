@@ -19,7 +19,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +28,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
+from _timed_trainer import TimedTrainer
 
-from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import ExperimentConfig, parse_config
-from mtrl.trainer import Trainer
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
-
-
-class _Timed(Trainer):
-    """Stops ``seconds`` after its first unroll (actor start-up excluded)."""
-
-    def __init__(self, cfg: ExperimentConfig, seconds: float, **kw: Any) -> None:
-        super().__init__(cfg, **kw)
-        self.seconds = seconds
-        self.deadline: float | None = None
-
-    def on_unroll(self, task: int, info: UnrollInfo) -> None:
-        now = time.perf_counter()
-        if self.deadline is None:
-            self.deadline = now + self.seconds
-        elif now > self.deadline:
-            self.request_stop()
 
 
 def config(core: str | None, mode: str, run_dir: str) -> ExperimentConfig:
@@ -74,7 +56,7 @@ def config(core: str | None, mode: str, run_dir: str) -> ExperimentConfig:
 def measure(core: str | None, mode: str, seconds: float, warmup_s: float) -> dict[str, Any]:
     """Env steps/s over the window after ``warmup_s`` and the mean policy lag there."""
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = _Timed(config(core, mode, tmp), warmup_s + seconds, console=False)
+        trainer = TimedTrainer(config(core, mode, tmp), warmup_s + seconds, console=False)
         try:
             trainer.run()
         finally:

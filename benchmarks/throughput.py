@@ -32,10 +32,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
+from _timed_trainer import TimedTrainer
 
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import SerialPool, TaskSetup
-from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import parse_config
 from mtrl.learner.batch import task_batch
 from mtrl.learner.distributions import env_actions
@@ -43,7 +43,6 @@ from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 from mtrl.plugins.spaces import random_actions
-from mtrl.trainer import Trainer
 
 WORKLOADS = {
     "cartpole": {"env": "gymnasium/CartPole-v1", "num_envs": 32, "actors": 2},
@@ -184,28 +183,12 @@ def stage_learner(learner: Learner, unrolls: list, seconds: float) -> float:
     return units / dt
 
 
-class _Timed(Trainer):
-    """Stops ``seconds`` after its first unroll (actor start-up excluded)."""
-
-    def __init__(self, cfg: Any, seconds: float, **kw: Any) -> None:
-        super().__init__(cfg, **kw)
-        self.seconds = seconds
-        self.deadline: float | None = None
-
-    def on_unroll(self, task: int, info: UnrollInfo) -> None:
-        now = time.perf_counter()
-        if self.deadline is None:
-            self.deadline = now + self.seconds
-        elif now > self.deadline:
-            self.request_stop()
-
-
 def end_to_end(w: dict[str, Any], mode: str, seconds: float, warmup_s: float) -> dict[str, Any]:
     """Training steps/s of ``mode`` after ``warmup_s`` (actor start-up excluded)."""
     with tempfile.TemporaryDirectory() as tmp:
         # Size the run by a first guess of the rate, generous so it lasts past the warm-up.
         cfg = _config(w, mode, 10**9, tmp)
-        trainer = _Timed(cfg, warmup_s + seconds, console=False)
+        trainer = TimedTrainer(cfg, warmup_s + seconds, console=False)
         try:
             trainer.run()
         finally:

@@ -287,6 +287,7 @@ def test_raises_nans_kills_segfaults_and_hangs_are_survived_counted_and_restarte
         "faults/nan": 0,
         "faults/exit": 0,
         "faults/hang": 0,
+        "faults/lost": 0,
         "restarts": 2,
         "quarantined": 0.0,
     }

@@ -170,6 +170,16 @@ checkpoint: {{enabled: false}}
     }
 
 
+def _wait_until_placed(pool: Any, timeout_s: float = 60.0) -> None:
+    """Serve the pool until every actor it runs has started on a node (or ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sum(pool.actors_per_node().values()) >= sum(pool.actors_per_task()):
+            return
+        for ru in pool.get(timeout=0.5):
+            pool.release(ru)
+
+
 def survives_node_loss(total_env_steps: int = 60_000) -> dict[str, Any]:
     """Two worker nodes; once the run is going, the node with the most actors is removed. The
     run must finish, count the lost actors as faults and start them again on the other node."""
@@ -205,10 +215,7 @@ learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [
     try:
         result = trainer.run()
         pool = trainer.pool
-        deadline = time.monotonic() + 60
-        while sum(pool.actors_per_node().values()) < 2 and time.monotonic() < deadline:
-            for ru in pool.get(timeout=0.5):  # a replacement may still be starting
-                pool.release(ru)
+        _wait_until_placed(pool)  # a replacement may still be starting
         f = pool.faults[0]
         after = pool.actors_per_node()
         counts = trainer.pool.actors_per_task()
@@ -374,6 +381,53 @@ tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, csv: false,
         "env_steps": [r1.env_steps, r2.env_steps],
         "actors_per_node": per_node,
         "checkpoints": sorted(p.name for p in (run_dir / "checkpoints").iterdir()),
+    }
+
+
+def budget_follows_the_nodes(total_env_steps: int = 60_000) -> dict[str, Any]:
+    """``budget_from_cluster``: one worker node of 2 CPUs, then a second joins mid-run; the
+    scheduler's budget (and the actors started) must grow with it."""
+    from mtrl.config import parse_config
+    from mtrl.trainer import Trainer
+
+    cluster, _ = _cluster([{"num_cpus": 2}])
+    cfg = parse_config(
+        f"""
+name: budget
+total_env_steps: {total_env_steps}
+tasks:
+  - {{env: gymnasium/CartPole-v1, num_envs: 8}}
+actors: {{mode: ray, ray: {{budget_from_cluster: true, reserve_cpus: 0}}}}
+scheduler: {{num_actors: 1, rebalance_every_s: 1, warmup_s: 0}}
+learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [16]}}}}
+"""
+        + QUIET
+    )
+    seen: dict[str, Any] = {"before": None, "after": []}
+
+    class Watched(Trainer):
+        def on_unroll(self, task: int, info: Any) -> None:
+            actors = self.pool.actors_per_task()[0]
+            if seen["before"] is None and self.env_steps >= total_env_steps // 4:
+                seen["before"] = {"actors": actors, "slots": self.rebalancer.budget.slots}
+                cluster.add_node(num_cpus=2)
+            elif seen["before"] is not None:
+                seen["after"].append(actors)
+
+    trainer = Watched(cfg, write_run_dir=False, console=False)
+    try:
+        result = trainer.run()
+        slots = trainer.rebalancer.budget.slots
+        _wait_until_placed(trainer.pool)
+        per_node = trainer.pool.actors_per_node()
+    finally:
+        trainer.close()
+    return {
+        "before": seen["before"],
+        "max_actors_after": max(seen["after"], default=0),
+        "slots_at_end": slots,
+        "nodes_at_end": len(per_node),
+        "env_steps": result.env_steps,
     }
 
 

@@ -55,6 +55,13 @@ def test_a_lost_node_is_a_counted_fault_and_its_actors_come_back_elsewhere() -> 
     assert lost["node"] not in r["actors_after"] and sum(r["actors_after"].values()) == 2
 
 
+def test_with_budget_from_cluster_the_actors_follow_a_joining_node() -> None:
+    r = run_scenario("budget_follows_the_nodes")
+    assert r["before"] == {"actors": 2, "slots": 2}, "2 CPUs, 1 CPU per actor, nothing reserved"
+    assert r["slots_at_end"] == 4 and r["max_actors_after"] == 4
+    assert r["nodes_at_end"] == 2 and r["env_steps"] >= 60_000
+
+
 def test_every_fault_kind_is_counted_and_the_actor_replaced(tmp_path: Path) -> None:
     r = run_scenario("faults_are_counted", tmp=str(tmp_path))
     faults = r["faults"]
