@@ -33,7 +33,8 @@ import numpy as np
 from mtrl.plugins import load_plugins
 from mtrl.scheduler import Budget, TaskRecord, TaskStats, get_policy, snapshot
 from mtrl.scheduler.sim_nodes import NodeEvent, recovery_s, share_errors, window_shares
-from mtrl.scheduler.simulator import SimConfig, SimResult, TaskModel, atari57_like, simulate
+from mtrl.scheduler.sim_tasks import TaskModel, atari57_like
+from mtrl.scheduler.simulator import SimConfig, SimResult, simulate
 
 POLICIES = ("fixed", "balanced", "progress")
 

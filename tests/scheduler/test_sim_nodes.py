@@ -17,7 +17,8 @@ from mtrl.scheduler.sim_nodes import (
     share_errors,
     window_shares,
 )
-from mtrl.scheduler.simulator import SimConfig, TaskModel, simulate
+from mtrl.scheduler.sim_tasks import TaskModel
+from mtrl.scheduler.simulator import SimConfig, simulate
 
 # Regular tasks (no jitter): every unroll takes exactly 10 steps x 10 ms = 0.1 s.
 EXACT = [TaskModel(f"t{i}", step_cost_s=0.01, sigma=0.0) for i in range(4)]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from mtrl.scheduler import balanced, fixed
-from mtrl.scheduler.simulator import SimConfig, TaskModel, atari57_like, sample_unrolls, simulate
+from mtrl.scheduler.sim_tasks import TaskModel, atari57_like
+from mtrl.scheduler.simulator import SimConfig, sample_unrolls, simulate
 
 TASKS = [
     TaskModel("cheap", step_cost_s=0.001),
