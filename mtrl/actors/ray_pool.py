@@ -73,6 +73,7 @@ class _Actor:
     last_done: float | None = None  # when its last call was seen finished
     walls: deque = field(default_factory=lambda: deque(maxlen=20))  # recent unroll wall s
     waiting_said: bool = False
+    placement_checked: float = float("-inf")  # when its placement was last checked
 
 
 class RayPool:
@@ -305,8 +306,9 @@ class RayPool:
         """An actor not started in ``start_timeout_s``: a fault when no node can ever host it
         (its placement names resources no live node has), else it waits for room."""
         waited = now - a.started
-        if waited <= self.fault_policy.start_timeout_s:
+        if waited <= self.fault_policy.start_timeout_s or now - a.placement_checked < 10.0:
             return
+        a.placement_checked = now  # asks the cluster's state: at most every 10 s per actor
         missing = missing_resources(self.placements[a.spec.task])
         if missing:
             self._lost(

@@ -431,6 +431,52 @@ learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [
     }
 
 
+def unplaceable_task_is_a_fault() -> dict[str, Any]:
+    """A task whose placement names a resource no node has: after ``start_timeout_s`` its actor
+    is a counted fault naming the resource, not a silent wait."""
+    import ray
+
+    from mtrl.actors.faults import FaultPolicy
+    from mtrl.actors.inference import InferenceModel
+    from mtrl.actors.ray_pool import RayPool
+    from mtrl.config import parse_config
+    from mtrl.config.placement import TaskPlacement
+    from mtrl.learner.model import MultiTaskModel, TaskSpaces
+    from mtrl.plugins import get_plugins
+    from mtrl.task_envs import build_tasks
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    cfg = parse_config("tasks: [{env: gymnasium/CartPole-v1, num_envs: 2}]")
+    specs = [get_plugins().envs.get(t.env) for t in cfg.tasks]
+    setups, envs = build_tasks(cfg, specs, 0, torch.device("cpu"))
+    for env in envs:
+        if env is not None:
+            env.close()
+    model = MultiTaskModel(
+        [TaskSpaces(s.observation_space, s.action_space) for s in setups], cfg.learner.model
+    )
+    pool = RayPool(
+        setups,
+        8,
+        InferenceModel(model),
+        placements=[TaskPlacement(resources={"solver_x": 1})],
+        faults=FaultPolicy(start_timeout_s=2.0, max_restarts=0),
+    )
+    pool.set_actors([1])
+    deadline = time.monotonic() + 30
+    events: list[Any] = []
+    while not events and time.monotonic() < deadline:
+        pool.get(timeout=0.5)
+        events = pool.events()
+    f = pool.faults[0]
+    pool.close()
+    return {
+        "events": [(e.kind, e.text) for e in events],
+        "by_kind": f.by_kind,
+        "quarantined": f.quarantined,
+    }
+
+
 def _teardown() -> None:
     """Disconnect and stop every Ray process this scenario started (simulated nodes too)."""
     import ray

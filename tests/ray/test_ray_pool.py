@@ -103,6 +103,14 @@ def test_a_ray_run_beside_an_anakin_task_checkpoints_and_resumes(tmp_path: Path)
     assert sum(r["actors_per_node"].values()) == 1
 
 
+def test_an_actor_no_node_can_host_is_a_fault_naming_the_resource() -> None:
+    r = run_scenario("unplaceable_task_is_a_fault")
+    (kind, text), *rest = r["events"]
+    assert kind == "hang" and "no live node has solver_x=1" in text and "placement" in text
+    assert r["by_kind"]["hang"] == 1
+    assert r["quarantined"] and rest[0][0] == "quarantine", "max_restarts 0: out at once"
+
+
 def test_without_ray_the_mode_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     from mtrl.actors.ray_cluster import import_ray
 
