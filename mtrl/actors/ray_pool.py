@@ -13,9 +13,10 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
   version that acted.
 * **Unrolls through the object store**, one Ray call per unroll. An actor has at most
   ``num_slots`` unrolls in flight or held by the learner (backpressure, as the shared-memory
-  slots of the other pools: a gated task's actors wait). Unroll arrays come back zero-copy
-  (read-only views of the object store when the actor ran on this node) and the learner only
-  reads them.
+  slots of the other pools: a gated task's actors wait). Unroll arrays come back as
+  read-only views — of the object store, zero-copy, for an unroll above Ray's inline limit
+  (~100 KiB: a 16-env MinAtar unroll's 134 KB observations) from this node; smaller ones
+  arrive inline with the reply — and the learner only reads them.
 * **Faults** (as :class:`~mtrl.actors.pool.ParallelPool`, docs/FAULTS.md): an env that raises
   or returns NaN arrives as the call's exception; a killed actor process or a lost node as
   Ray's actor-died error; a call running ``step_timeout_s`` past the actor's usual unroll time
