@@ -160,6 +160,12 @@ class PopArtConfig(ConfigModel):
     """Set a task's statistics from its first batch of targets (β = 1 once) and keep its
     untrained head's normalised outputs, instead of moving away from μ = 0, ν = 1 at step β:
     training is then invariant to the task's reward scale from the first update."""
+    max_shrink: float = Field(default=1.0, ge=0, le=1)
+    """How fast a task's scale may fall: by at most this fraction per update (it rises with
+    σ at once). When a task is solved its returns become nearly constant and σ collapses with
+    their spread; normalised errors and advantages then grow as 1/σ, so the noise of a solved
+    task drives the shared network and the task is forgotten (docs/BENCHMARKS.md, "Learning
+    that holds"). 1 is plain PopArt (the scale is σ); 0 never lets it fall."""
     sigma_min: PositiveFloat = 1e-4
     """Lower clip of each task's scale σ."""
     sigma_max: PositiveFloat = 1e6
@@ -250,7 +256,12 @@ class LearnerConfig(ConfigModel):
     lam: float = Field(default=1.0, ge=0, le=1)
     """V-trace λ mixing of multi-step targets."""
     entropy_coef: float = Field(default=0.01, ge=0)
-    """Weight of the entropy bonus."""
+    """Weight of the entropy bonus (at the start of the run, see ``entropy_schedule``)."""
+    entropy_schedule: Literal["constant", "linear"] = "constant"
+    """``linear``: the entropy bonus falls with the run's env steps like the step size, from
+    ``entropy_coef`` to ``entropy_coef * entropy_final_fraction``; ``constant``: fixed."""
+    entropy_final_fraction: float = Field(default=0.0, ge=0, le=1)
+    """Fraction of ``entropy_coef`` left at ``total_env_steps`` (``entropy_schedule: linear``)."""
     value_coef: float = Field(default=0.5, ge=0)
     """Weight of the value loss."""
     max_grad_norm: PositiveFloat = 40.0

@@ -30,12 +30,11 @@ import torch
 from torch import nn
 
 from mtrl.config import LearnerConfig
-from mtrl.learner import diagnostics, popart
+from mtrl.learner import diagnostics, popart, schedule
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.recurrent import sequence_resets
-from mtrl.learner.schedule import learning_rate
 from mtrl.learner.vtrace import vtrace
 
 __all__ = ["Learner", "resolve_device"]  # resolve_device re-exported for older imports
@@ -79,7 +78,11 @@ class Learner:
         self.nu = torch.ones(k, dtype=torch.float64, device=self.device)
         # Tasks whose statistics were set from targets (PopArtConfig.init_from_first_batch).
         self.popart_seen = torch.zeros(k, dtype=torch.bool, device=self.device)
+        # The scale values are normalised by: σ, falling at most PopArtConfig.max_shrink per
+        # update (popart.slow_shrink). σ of the prior μ = 0, ν = 1 is 1.
+        self.scale = torch.ones(k, dtype=torch.float64, device=self.device)
         self.version = 0
+        self.entropy_coef = cfg.entropy_coef  # follows cfg.entropy_schedule (set_progress)
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
         # :meth:`pop_diagnostics` (float64, [K, len(FIELDS)] and [K] with a count).
@@ -94,6 +97,13 @@ class Learner:
 
     @property
     def sigma(self) -> torch.Tensor:
+        """Each task's scale: the σ that values are normalised by (slow to fall)."""
+        return self.scale
+
+    @property
+    def spread(self) -> torch.Tensor:
+        """Each task's σ from its moment estimates alone (what the scale would be in plain
+        PopArt); logged beside the scale."""
         pc = self.cfg.popart
         return popart.sigma(self.mu, self.nu, pc.sigma_min, pc.sigma_max)
 
@@ -131,9 +141,10 @@ class Learner:
 
     def set_progress(self, progress: float) -> None:
         """Tell the learner how far the run is (env steps / total): sets the step size."""
-        lr = learning_rate(self.cfg, progress)
+        lr = schedule.learning_rate(self.cfg, progress)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        self.entropy_coef = schedule.entropy_coef(self.cfg, progress)
 
     def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
         """One optimiser step on ``batches``; returns scalar metrics for logging."""
@@ -149,7 +160,7 @@ class Learner:
         total = self._global_count(sum(counts))
         n = max(total, 1)
         pg_sum, v_sum, ent_sum = sums
-        loss = (pg_sum + cfg.value_coef * v_sum - cfg.entropy_coef * ent_sum) / n
+        loss = (pg_sum + cfg.value_coef * v_sum - self.entropy_coef * ent_sum) / n
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
             loss = loss + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
@@ -212,7 +223,7 @@ class Learner:
             v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight
             ent = (entropy * mask).sum() * weight
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
-            p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * ent
+            p["loss"] = pg + cfg.value_coef * v - self.entropy_coef * ent
             gaussian = isinstance(dist, DiagGaussian)
             p["diag"] = diagnostics.task_sums(
                 valid=batch.valid,
@@ -280,7 +291,7 @@ class Learner:
             self._share_sums += torch.tensor(shares, dtype=torch.float64)
             self._share_count += 1
         metrics = {
-            "losses/total": (pg + cfg.value_coef * v - cfg.entropy_coef * ent) / n,
+            "losses/total": (pg + cfg.value_coef * v - self.entropy_coef * ent) / n,
             "losses/policy": pg / n,
             "losses/value": v / n,
             "losses/entropy": ent / n,
@@ -290,10 +301,11 @@ class Learner:
             "charts/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
         if cfg.popart.enabled:
-            mus, sigmas = self.mu.tolist(), self.sigma.tolist()
+            mus, sigmas, spreads = self.mu.tolist(), self.sigma.tolist(), self.spread.tolist()
             for i, name in enumerate(self.task_names):
                 metrics[f"popart/{name}/mu"] = mus[i]
                 metrics[f"popart/{name}/sigma"] = sigmas[i]
+                metrics[f"popart/{name}/spread"] = spreads[i]
         metrics.update(self._diagnostic_metrics(diag, shares))
         return metrics
 
@@ -341,10 +353,13 @@ class Learner:
             pc.sigma_min,
             pc.sigma_max,
             first=~self.popart_seen if pc.init_from_first_batch else None,
+            scale=self.scale,
+            max_shrink=pc.max_shrink,
         )
         self.popart_seen |= moments.count.to(self.device) > 0
         self.mu.copy_(step.mu)
         self.nu.copy_(step.nu)
+        self.scale.copy_(step.sigma)
         model.value_weight.copy_(step.weight)
         model.value_bias.copy_(step.bias)
 
@@ -382,6 +397,7 @@ class Learner:
             "mu": self.mu,
             "nu": self.nu,
             "popart_seen": self.popart_seen,
+            "scale": self.scale,
             "version": self.version,
         }
 
@@ -398,3 +414,5 @@ class Learner:
         # Checkpoints from before first-batch initialisation: a trained learner has seen its tasks.
         seen = state.get("popart_seen", torch.full_like(self.popart_seen, self.version > 0))
         self.popart_seen.copy_(seen)
+        # Checkpoints from before the slow-shrinking scale: the scale was σ.
+        self.scale.copy_(state.get("scale", self.spread))

@@ -32,6 +32,7 @@ __all__ = [
     "popart_step",
     "preserve_outputs",
     "sigma",
+    "slow_shrink",
     "task_moments",
     "unnormalize",
     "update_stats",
@@ -216,6 +217,39 @@ def sigma(
     return (nu - mu * mu).clamp(min=sigma_min**2).sqrt().clamp(max=sigma_max)
 
 
+def slow_shrink(
+    sigma_new: torch.Tensor,
+    scale_old: torch.Tensor,
+    max_shrink: float,
+    seen: torch.Tensor,
+    fresh: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The scale each task's values are normalised by: σ's rises at once, its falls slowly.
+
+    Returns ``max(sigma_new, (1 − max_shrink) · scale_old)`` for tasks ``seen`` in the batch,
+    ``scale_old`` for the others, and ``sigma_new`` outright where ``fresh`` (statistics just
+    set from a first batch). ``max_shrink = 1`` is plain PopArt (the scale is σ).
+
+    Why: σ is the spread of a task's value targets. Once a task is solved its returns become
+    nearly constant and σ collapses with their spread (CartPole: 27 → 3.7 within one run), but
+    the value error left by a shared torso that keeps moving for the other tasks does not.
+    Normalised errors and advantages grow as 1/σ and the value loss's gradient into the torso
+    as 1/σ², so the noise of a solved task comes to drive the shared network and the task is
+    forgotten. Growth must be followed at once (returns can rise 100x within a run); a falling
+    spread need not be: a scale somewhat too large only slows a task's learning a little.
+    """
+    k = _check_vector("slow_shrink", "sigma_new", sigma_new)
+    _check_vector("slow_shrink", "scale_old", scale_old, k)
+    if not 0.0 <= max_shrink <= 1.0:
+        raise _fail("slow_shrink", f"max_shrink must be in [0, 1], got {max_shrink}")
+    scale_old = scale_old.to(sigma_new)
+    held = torch.maximum(sigma_new, (1.0 - max_shrink) * scale_old)
+    out = torch.where(seen.to(sigma_new.device), held, scale_old)
+    if fresh is not None:
+        out = torch.where(fresh.to(sigma_new.device), sigma_new, out)
+    return out
+
+
 def preserve_outputs(
     weight: torch.Tensor,
     bias: torch.Tensor,
@@ -286,6 +320,8 @@ def popart_step(
     sigma_min: float = 1e-4,
     sigma_max: float = 1e6,
     first: torch.Tensor | None = None,
+    scale: torch.Tensor | None = None,
+    max_shrink: float = 1.0,
 ) -> PopArtStep:
     """One PopArt statistics update: moments → new μ, ν → new σ → rescaled value head.
 
@@ -298,13 +334,20 @@ def popart_step(
     ν = 1, in reward units): for them the batch's moments are taken outright (β = 1) and the
     head is *not* rescaled, so its untrained normalised outputs are kept instead of its random
     unnormalised ones. Without it the first ~1/β updates depend on the task's reward scale.
+
+    ``scale`` (``[K]``) is the scale the head was normalised with so far; with it the new
+    scale is :func:`slow_shrink` of the new σ (falling by at most ``max_shrink`` per update)
+    and the returned ``sigma`` is that scale. Without it the scale is σ itself.
     """
     if first is not None:
         first = first.to(mu.device) & (moments.count.to(mu.device) > 0)
         beta = torch.where(first, 1.0, torch.as_tensor(beta, dtype=mu.dtype, device=mu.device))
-    sigma_old = sigma(mu, nu, sigma_min, sigma_max)
+    sigma_old = sigma(mu, nu, sigma_min, sigma_max) if scale is None else scale.to(mu)
     mu_new, nu_new = update_stats(mu, nu, moments, beta)
     sigma_new = sigma(mu_new, nu_new, sigma_min, sigma_max)
+    if scale is not None:
+        seen = moments.count.to(mu.device) > 0
+        sigma_new = slow_shrink(sigma_new, sigma_old, max_shrink, seen, first)
     new_weight, new_bias = preserve_outputs(weight, bias, mu, sigma_old, mu_new, sigma_new)
     if first is not None:
         new_weight = torch.where(first.to(weight.device)[:, None], weight, new_weight)

@@ -15,7 +15,6 @@ from mtrl.learner import diagnostics
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.schedule import learning_rate
 
 
 def _sums(**over):
@@ -119,12 +118,3 @@ def test_a_model_without_torso_parameters_skips_the_torso_share() -> None:
     metrics = learner.update([_batch(0)])
     assert math.isfinite(metrics["learner/a/entropy"])
     assert "learner/a/torso_grad_share" not in metrics
-
-
-def test_linear_schedule_anneals_to_the_final_fraction() -> None:
-    cfg = LearnerConfig(learning_rate=1e-3, lr_schedule="linear", lr_final_fraction=0.1)
-    assert learning_rate(cfg, 0.0) == pytest.approx(1e-3)
-    assert learning_rate(cfg, 0.5) == pytest.approx(5.5e-4)
-    assert learning_rate(cfg, 2.0) == pytest.approx(1e-4)
-    constant = LearnerConfig(learning_rate=1e-3, lr_schedule="constant")
-    assert learning_rate(constant, 0.9) == pytest.approx(1e-3)
