@@ -160,12 +160,14 @@ class PopArtConfig(ConfigModel):
     """Set a task's statistics from its first batch of targets (β = 1 once) and keep its
     untrained head's normalised outputs, instead of moving away from μ = 0, ν = 1 at step β:
     training is then invariant to the task's reward scale from the first update."""
-    max_shrink: float = Field(default=1.0, ge=0, le=1)
-    """How fast a task's scale may fall: by at most this fraction per update (it rises with
-    σ at once). When a task is solved its returns become nearly constant and σ collapses with
-    their spread; normalised errors and advantages then grow as 1/σ, so the noise of a solved
-    task drives the shared network and the task is forgotten (docs/BENCHMARKS.md, "Learning
-    that holds"). 1 is plain PopArt (the scale is σ); 0 never lets it fall."""
+    value_scale_shrink: float = Field(default=1e-3, ge=0, le=1)
+    """Each task's value error is measured in a scale that rises with σ at once but falls by
+    at most this fraction per update. When a task is solved its returns become nearly
+    constant and σ collapses with their spread, while the value error that the moving shared
+    torso leaves does not: measured in σ it grows as 1/σ and its gradient into the torso as
+    1/σ², and the solved task's value noise comes to steer the shared network until the task
+    is forgotten (docs/BENCHMARKS.md, "Learning that holds"). Advantages stay in units of σ.
+    1: plain PopArt (the value error in units of σ)."""
     sigma_min: PositiveFloat = 1e-4
     """Lower clip of each task's scale σ."""
     sigma_max: PositiveFloat = 1e6
@@ -193,12 +195,12 @@ class ModelConfig(ConfigModel):
     """For bounded continuous actions (squashed into ``[low, high]`` with tanh), the entropy
     bonus is that of the action the env receives, which keeps the Gaussian's mean out of the
     flat ends of the squash (mtrl/learner/distributions.py says why); off: the raw Gaussian's."""
-    log_std_step_scale: PositiveFloat = 1.0
+    log_std_step_scale: PositiveFloat = 10.0
     """How many times faster than the network's weights a Gaussian head's state-independent
     log-std moves under Adam/RMSprop (it is stored divided by this). At 1 it moves at most ~lr
-    per update, too slow to narrow the policy in an IMPALA run: 10 lifts InvertedPendulum's
-    training return to target in the quickstart (docs/BENCHMARKS.md, "The log-std step"), but
-    is not the default because breakout lost ground beside it there."""
+    per update, too slow to narrow the policy in an IMPALA run (InvertedPendulum's training
+    return stayed under its target in 10 of 10 quickstart runs); 10 lets it narrow within a
+    run (docs/BENCHMARKS.md, "The log-std step")."""
     core: Annotated[
         CoreConfig | None,
         BeforeValidator(core_or_none, json_schema_input_type=CoreConfig | CoreShorthand | None),
@@ -256,12 +258,7 @@ class LearnerConfig(ConfigModel):
     lam: float = Field(default=1.0, ge=0, le=1)
     """V-trace λ mixing of multi-step targets."""
     entropy_coef: float = Field(default=0.01, ge=0)
-    """Weight of the entropy bonus (at the start of the run, see ``entropy_schedule``)."""
-    entropy_schedule: Literal["constant", "linear"] = "constant"
-    """``linear``: the entropy bonus falls with the run's env steps like the step size, from
-    ``entropy_coef`` to ``entropy_coef * entropy_final_fraction``; ``constant``: fixed."""
-    entropy_final_fraction: float = Field(default=0.0, ge=0, le=1)
-    """Fraction of ``entropy_coef`` left at ``total_env_steps`` (``entropy_schedule: linear``)."""
+    """Weight of the entropy bonus."""
     value_coef: float = Field(default=0.5, ge=0)
     """Weight of the value loss."""
     max_grad_norm: PositiveFloat = 40.0

@@ -78,11 +78,10 @@ class Learner:
         self.nu = torch.ones(k, dtype=torch.float64, device=self.device)
         # Tasks whose statistics were set from targets (PopArtConfig.init_from_first_batch).
         self.popart_seen = torch.zeros(k, dtype=torch.bool, device=self.device)
-        # The scale values are normalised by: σ, falling at most PopArtConfig.max_shrink per
-        # update (popart.slow_shrink). σ of the prior μ = 0, ν = 1 is 1.
-        self.scale = torch.ones(k, dtype=torch.float64, device=self.device)
+        # The scale each task's value error is measured in: σ, but falling at most
+        # PopArtConfig.value_scale_shrink per update (popart.slow_shrink); σ(μ=0, ν=1) is 1.
+        self.value_scale = torch.ones(k, dtype=torch.float64, device=self.device)
         self.version = 0
-        self.entropy_coef = cfg.entropy_coef  # follows cfg.entropy_schedule (set_progress)
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
         # :meth:`pop_diagnostics` (float64, [K, len(FIELDS)] and [K] with a count).
@@ -97,15 +96,16 @@ class Learner:
 
     @property
     def sigma(self) -> torch.Tensor:
-        """Each task's scale: the σ that values are normalised by (slow to fall)."""
-        return self.scale
-
-    @property
-    def spread(self) -> torch.Tensor:
-        """Each task's σ from its moment estimates alone (what the scale would be in plain
-        PopArt); logged beside the scale."""
         pc = self.cfg.popart
         return popart.sigma(self.mu, self.nu, pc.sigma_min, pc.sigma_max)
+
+    def _value_loss_factors(self) -> torch.Tensor:
+        """(σ / value scale)² per task, float32 ``[K]``: multiplies each task's normalised
+        value loss so that its error counts in units of the slow-falling scale (≤ 1; 1
+        without PopArt)."""
+        if not self.cfg.popart.enabled:
+            return torch.ones(len(self.task_names), device=self.device)
+        return ((self.sigma / self.value_scale) ** 2).float()
 
     def _stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ, σ) as float32 for the value heads; (0, 1) without PopArt."""
@@ -144,7 +144,6 @@ class Learner:
         lr = schedule.learning_rate(self.cfg, progress)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        self.entropy_coef = schedule.entropy_coef(self.cfg, progress)
 
     def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
         """One optimiser step on ``batches``; returns scalar metrics for logging."""
@@ -160,7 +159,7 @@ class Learner:
         total = self._global_count(sum(counts))
         n = max(total, 1)
         pg_sum, v_sum, ent_sum = sums
-        loss = (pg_sum + cfg.value_coef * v_sum - self.entropy_coef * ent_sum) / n
+        loss = (pg_sum + cfg.value_coef * v_sum - cfg.entropy_coef * ent_sum) / n
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
             loss = loss + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
@@ -208,6 +207,7 @@ class Learner:
         """
         w, b = self.model.value_weight, self.model.value_bias
         mu, sigma = self._stats()
+        value_factor = self._value_loss_factors()
         cfg = self.cfg
         pg_sum = v_sum = ent_sum = torch.zeros((), device=self.device)
         counts = []
@@ -220,10 +220,10 @@ class Learner:
             entropy = dist.entropy()
             weight = batch.loss_weight
             pg = -(p["logp"] * adv * mask).sum() * weight
-            v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight
+            v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight * value_factor[k]
             ent = (entropy * mask).sum() * weight
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
-            p["loss"] = pg + cfg.value_coef * v - self.entropy_coef * ent
+            p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * ent
             gaussian = isinstance(dist, DiagGaussian)
             p["diag"] = diagnostics.task_sums(
                 valid=batch.valid,
@@ -291,7 +291,7 @@ class Learner:
             self._share_sums += torch.tensor(shares, dtype=torch.float64)
             self._share_count += 1
         metrics = {
-            "losses/total": (pg + cfg.value_coef * v - self.entropy_coef * ent) / n,
+            "losses/total": (pg + cfg.value_coef * v - cfg.entropy_coef * ent) / n,
             "losses/policy": pg / n,
             "losses/value": v / n,
             "losses/entropy": ent / n,
@@ -301,11 +301,12 @@ class Learner:
             "charts/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
         if cfg.popart.enabled:
-            mus, sigmas, spreads = self.mu.tolist(), self.sigma.tolist(), self.spread.tolist()
+            mus, sigmas = self.mu.tolist(), self.sigma.tolist()
+            scales = self.value_scale.tolist()
             for i, name in enumerate(self.task_names):
                 metrics[f"popart/{name}/mu"] = mus[i]
                 metrics[f"popart/{name}/sigma"] = sigmas[i]
-                metrics[f"popart/{name}/spread"] = spreads[i]
+                metrics[f"popart/{name}/value_scale"] = scales[i]
         metrics.update(self._diagnostic_metrics(diag, shares))
         return metrics
 
@@ -353,13 +354,15 @@ class Learner:
             pc.sigma_min,
             pc.sigma_max,
             first=~self.popart_seen if pc.init_from_first_batch else None,
-            scale=self.scale,
-            max_shrink=pc.max_shrink,
         )
-        self.popart_seen |= moments.count.to(self.device) > 0
+        seen = moments.count.to(self.device) > 0
+        fresh = seen & ~self.popart_seen if pc.init_from_first_batch else None
+        self.value_scale.copy_(
+            popart.slow_shrink(step.sigma, self.value_scale, pc.value_scale_shrink, seen, fresh)
+        )
+        self.popart_seen |= seen
         self.mu.copy_(step.mu)
         self.nu.copy_(step.nu)
-        self.scale.copy_(step.sigma)
         model.value_weight.copy_(step.weight)
         model.value_bias.copy_(step.bias)
 
@@ -397,7 +400,7 @@ class Learner:
             "mu": self.mu,
             "nu": self.nu,
             "popart_seen": self.popart_seen,
-            "scale": self.scale,
+            "value_scale": self.value_scale,
             "version": self.version,
         }
 
@@ -414,5 +417,5 @@ class Learner:
         # Checkpoints from before first-batch initialisation: a trained learner has seen its tasks.
         seen = state.get("popart_seen", torch.full_like(self.popart_seen, self.version > 0))
         self.popart_seen.copy_(seen)
-        # Checkpoints from before the slow-shrinking scale: the scale was σ.
-        self.scale.copy_(state.get("scale", self.spread))
+        # Checkpoints from before the value scale: it starts at σ.
+        self.value_scale.copy_(state.get("value_scale", self.sigma))

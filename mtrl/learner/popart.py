@@ -224,19 +224,20 @@ def slow_shrink(
     seen: torch.Tensor,
     fresh: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The scale each task's values are normalised by: σ's rises at once, its falls slowly.
+    """A scale that follows σ up at once and down slowly: each task's value loss is measured
+    in it (:class:`mtrl.learner.learner.Learner`).
 
     Returns ``max(sigma_new, (1 − max_shrink) · scale_old)`` for tasks ``seen`` in the batch,
     ``scale_old`` for the others, and ``sigma_new`` outright where ``fresh`` (statistics just
-    set from a first batch). ``max_shrink = 1`` is plain PopArt (the scale is σ).
+    set from a first batch). ``max_shrink = 1`` gives σ itself.
 
     Why: σ is the spread of a task's value targets. Once a task is solved its returns become
-    nearly constant and σ collapses with their spread (CartPole: 27 → 3.7 within one run), but
-    the value error left by a shared torso that keeps moving for the other tasks does not.
-    Normalised errors and advantages grow as 1/σ and the value loss's gradient into the torso
-    as 1/σ², so the noise of a solved task comes to drive the shared network and the task is
-    forgotten. Growth must be followed at once (returns can rise 100x within a run); a falling
-    spread need not be: a scale somewhat too large only slows a task's learning a little.
+    nearly constant and σ collapses with their spread (CartPole: 34 → 5.5 within one run),
+    but the value error left by a shared torso that keeps moving for the other tasks does not
+    shrink with it. The normalised value error then grows as 1/σ and its gradient into the
+    torso as 1/σ², so the noise of a solved task's value comes to steer the shared network
+    and the task is forgotten. Growth must be followed at once (returns can rise 100x in a
+    run); a falling spread need not be.
     """
     k = _check_vector("slow_shrink", "sigma_new", sigma_new)
     _check_vector("slow_shrink", "scale_old", scale_old, k)
@@ -320,8 +321,6 @@ def popart_step(
     sigma_min: float = 1e-4,
     sigma_max: float = 1e6,
     first: torch.Tensor | None = None,
-    scale: torch.Tensor | None = None,
-    max_shrink: float = 1.0,
 ) -> PopArtStep:
     """One PopArt statistics update: moments → new μ, ν → new σ → rescaled value head.
 
@@ -334,20 +333,13 @@ def popart_step(
     ν = 1, in reward units): for them the batch's moments are taken outright (β = 1) and the
     head is *not* rescaled, so its untrained normalised outputs are kept instead of its random
     unnormalised ones. Without it the first ~1/β updates depend on the task's reward scale.
-
-    ``scale`` (``[K]``) is the scale the head was normalised with so far; with it the new
-    scale is :func:`slow_shrink` of the new σ (falling by at most ``max_shrink`` per update)
-    and the returned ``sigma`` is that scale. Without it the scale is σ itself.
     """
     if first is not None:
         first = first.to(mu.device) & (moments.count.to(mu.device) > 0)
         beta = torch.where(first, 1.0, torch.as_tensor(beta, dtype=mu.dtype, device=mu.device))
-    sigma_old = sigma(mu, nu, sigma_min, sigma_max) if scale is None else scale.to(mu)
+    sigma_old = sigma(mu, nu, sigma_min, sigma_max)
     mu_new, nu_new = update_stats(mu, nu, moments, beta)
     sigma_new = sigma(mu_new, nu_new, sigma_min, sigma_max)
-    if scale is not None:
-        seen = moments.count.to(mu.device) > 0
-        sigma_new = slow_shrink(sigma_new, sigma_old, max_shrink, seen, first)
     new_weight, new_bias = preserve_outputs(weight, bias, mu, sigma_old, mu_new, sigma_new)
     if first is not None:
         new_weight = torch.where(first.to(weight.device)[:, None], weight, new_weight)

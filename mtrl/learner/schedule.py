@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mtrl.config import LearnerConfig
 
-__all__ = ["entropy_coef", "learning_rate"]
+__all__ = ["learning_rate"]
 
 
 def learning_rate(cfg: LearnerConfig, progress: float) -> float:
@@ -17,12 +17,3 @@ def learning_rate(cfg: LearnerConfig, progress: float) -> float:
         return cfg.learning_rate
     p = min(max(float(progress), 0.0), 1.0)
     return cfg.learning_rate * (1.0 - p * (1.0 - cfg.lr_final_fraction))
-
-
-def entropy_coef(cfg: LearnerConfig, progress: float) -> float:
-    """Entropy-bonus weight at ``progress`` (as :func:`learning_rate`): ``cfg.entropy_coef``,
-    or with ``linear`` falling to ``cfg.entropy_coef * cfg.entropy_final_fraction``."""
-    if cfg.entropy_schedule == "constant":
-        return cfg.entropy_coef
-    p = min(max(float(progress), 0.0), 1.0)
-    return cfg.entropy_coef * (1.0 - p * (1.0 - cfg.entropy_final_fraction))

@@ -47,6 +47,7 @@ PANELS: tuple[Panel, ...] = (
     Panel("learner/{task}/log_std", "Gaussian log σ (mean)"),
     Panel("learner/{task}/saturated", "saturated action dims (|mean| > 2)", fraction=True),
     Panel("popart/{task}/mu", "PopArt μ"),
+    Panel("popart/{task}/value_scale", "scale of the value error (σ, slow to fall)", log_y=True),
 )
 
 

@@ -175,3 +175,62 @@ def test_loss_weight_scales_its_tasks_policy_value_and_entropy_terms() -> None:
 
     weighted = sums([b0, dataclasses.replace(b1, loss_weight=3.0)])
     torch.testing.assert_close(weighted, sums([b0]) + 3.0 * sums([b1]))
+
+
+def _solved_task_batch(reward: float, noise: float, seed: int) -> TaskBatch:
+    """Task 0 seeing one observation in every batch (its value is one number), rewards
+    ``reward + noise·N(0, 1)``: with small noise, near-constant targets, as a solved task's."""
+    g = torch.Generator().manual_seed(seed)
+    b = _batch(0, 1.0, seed)
+    obs = torch.linspace(-1, 1, b.obs.shape[-1]).expand_as(b.obs).clone()
+    rewards = reward + noise * torch.randn(T, N, generator=g)
+    none = torch.zeros(T, N, dtype=torch.bool)
+    return dataclasses.replace(
+        b, obs=obs, rewards=rewards, terminated=none, valid=torch.ones(T, N, dtype=torch.bool)
+    )
+
+
+def _value_grad_into_torso(learner: Learner, batch: TaskBatch) -> float:
+    learner.model.zero_grad(set_to_none=True)
+    _, parts = learner._forward([batch])
+    learner._loss_sums(parts)[0][1].backward()
+    return float(torch.cat([p.grad.flatten() for p in learner.model.torso.parameters()]).norm())
+
+
+@pytest.mark.parametrize("shrink", [1.0, 1e-3])
+def test_a_solved_tasks_value_gradient_does_not_grow_as_its_spread_collapses(
+    shrink: float,
+) -> None:
+    """The model is frozen (learning rate 1e-12, γ = 1: every target is the one value plus the
+    rewards' noise) while the targets' spread collapses from ~20 to ~0.02. Measured in σ
+    (plain PopArt, ``value_scale_shrink: 1``) the value loss's gradient into the shared torso
+    grows as σ falls (the head is rescaled by 1/σ); measured in the slowly falling value
+    scale it does not grow."""
+    popart = {"beta": 0.05, "value_scale_shrink": shrink}
+    learner = _learner(learning_rate=1e-12, gamma=1.0, popart=popart)
+    for i in range(100):  # learning: returns spread widely
+        learner.update([_solved_task_batch(0.0, 10.0, i)])
+    probe = _solved_task_batch(0.0, 0.01, 999)
+    before, sigma_before = _value_grad_into_torso(learner, probe), float(learner.sigma[0])
+    for i in range(300):  # solved: near-constant returns
+        learner.update([_solved_task_batch(0.0, 0.01, 100 + i)])
+    after, sigma_after = _value_grad_into_torso(learner, probe), float(learner.sigma[0])
+    assert sigma_after < sigma_before / 100  # the spread did collapse
+    if shrink == 1.0:
+        assert after > 1e4 * before  # measured: ~10^6
+    else:
+        assert after < 3 * before  # measured 1.8x: (1 / 0.999^300)², the scale's own fall
+        assert float(learner.value_scale[0]) > 0.7 * sigma_before  # 0.999^300 ≈ 0.74
+
+
+def test_value_scale_survives_a_checkpoint_and_old_checkpoints_start_it_at_sigma() -> None:
+    learner = _learner(popart={"beta": 0.5})
+    for i in range(5):
+        learner.update([_solved_task_batch(1.0, 10.0 if i < 2 else 0.01, i)])
+    assert float(learner.value_scale[0]) > 2 * float(learner.sigma[0])
+    fresh = _learner()
+    fresh.load_state_dict(learner.state_dict())
+    torch.testing.assert_close(fresh.value_scale, learner.value_scale)
+    old = {k: v for k, v in learner.state_dict().items() if k != "value_scale"}
+    fresh.load_state_dict(old)
+    torch.testing.assert_close(fresh.value_scale, learner.sigma)

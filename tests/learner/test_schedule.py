@@ -1,11 +1,11 @@
-"""Schedules of the step size and the entropy bonus over a run (mtrl.learner.schedule)."""
+"""The step size over a run (mtrl.learner.schedule)."""
 
 from __future__ import annotations
 
 import pytest
 
 from mtrl.config import LearnerConfig
-from mtrl.learner.schedule import entropy_coef, learning_rate
+from mtrl.learner.schedule import learning_rate
 
 
 def test_linear_schedule_anneals_to_the_final_fraction() -> None:
@@ -15,11 +15,3 @@ def test_linear_schedule_anneals_to_the_final_fraction() -> None:
     assert learning_rate(cfg, 2.0) == pytest.approx(1e-4)
     constant = LearnerConfig(learning_rate=1e-3, lr_schedule="constant")
     assert learning_rate(constant, 0.9) == pytest.approx(1e-3)
-
-
-def test_entropy_bonus_is_constant_by_default_and_can_anneal() -> None:
-    assert entropy_coef(LearnerConfig(entropy_coef=0.02), 0.7) == pytest.approx(0.02)
-    cfg = LearnerConfig(entropy_coef=0.02, entropy_schedule="linear", entropy_final_fraction=0.5)
-    assert entropy_coef(cfg, 0.0) == pytest.approx(0.02)
-    assert entropy_coef(cfg, 0.5) == pytest.approx(0.015)
-    assert entropy_coef(cfg, 3.0) == pytest.approx(0.01)
