@@ -10,8 +10,9 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 3. per-task PopArt statistics move toward the new targets, and the value heads are rescaled so
    every unnormalised output is preserved exactly;
 4. the loss — policy gradient with advantages divided by the task's σ, value regression on
-   normalised targets, entropy bonus — is averaged over genuine (non-reset) steps; one
-   optimiser step with global gradient-norm clipping.
+   normalised targets (its error counted in the task's value scale, a σ that falls slowly:
+   :func:`popart.slow_shrink <mtrl.learner.popart.slow_shrink>`), entropy bonus — is averaged
+   over genuine (non-reset) steps; one optimiser step with global gradient-norm clipping.
 
 With PopArt disabled, μ = 0 and σ = 1 throughout and step 3 is skipped.
 
