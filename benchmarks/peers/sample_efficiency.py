@@ -9,7 +9,7 @@ least 475, in env steps and in seconds since the first unroll.
 
 Usage: ``.venv/bin/python benchmarks/peers/sample_efficiency.py [--seeds 5] [--seconds 40]``.
 Writes ``docs/results/peers_sample_efficiency.json``. Target: mtrl's median steps to 475 no
-more than SB3's (125k in the last run here), and its median seconds to 475 fewer.
+more than SB3's in the same run, and its median seconds to 475 fewer.
 """
 
 from __future__ import annotations

@@ -165,8 +165,8 @@ class PopArtConfig(ConfigModel):
     at most this fraction per update. When a task is solved its returns become nearly
     constant and σ collapses with their spread, while the value error that the moving shared
     torso leaves does not: measured in σ it grows as 1/σ and its gradient into the torso as
-    1/σ², and the solved task's value noise comes to steer the shared network until the task
-    is forgotten (docs/BENCHMARKS.md, "Learning that holds"). Advantages stay in units of σ.
+    1/σ², and the solved task's value noise can come to steer the shared network
+    (docs/BENCHMARKS.md, "Learning that holds"). Advantages stay in units of σ.
     1: plain PopArt (the value error in units of σ)."""
     sigma_min: PositiveFloat = 1e-4
     """Lower clip of each task's scale σ."""

@@ -100,14 +100,6 @@ class Learner:
         pc = self.cfg.popart
         return popart.sigma(self.mu, self.nu, pc.sigma_min, pc.sigma_max)
 
-    def _value_loss_factors(self) -> torch.Tensor:
-        """(σ / value scale)² per task, float32 ``[K]``: multiplies each task's normalised
-        value loss so that its error counts in units of the slow-falling scale (≤ 1; 1
-        without PopArt)."""
-        if not self.cfg.popart.enabled:
-            return torch.ones(len(self.task_names), device=self.device)
-        return ((self.sigma / self.value_scale) ** 2).float()
-
     def _stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ, σ) as float32 for the value heads; (0, 1) without PopArt."""
         if not self.cfg.popart.enabled:
@@ -208,7 +200,9 @@ class Learner:
         """
         w, b = self.model.value_weight, self.model.value_bias
         mu, sigma = self._stats()
-        value_factor = self._value_loss_factors()
+        # (σ / value scale)² ≤ 1: each value error counts in the slow-falling scale (1 without
+        # PopArt, whose σ and scale both stay 1).
+        value_factor = (sigma / self.value_scale.float()) ** 2
         cfg = self.cfg
         pg_sum = v_sum = ent_sum = torch.zeros((), device=self.device)
         counts = []
@@ -302,8 +296,7 @@ class Learner:
             "charts/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
         }
         if cfg.popart.enabled:
-            mus, sigmas = self.mu.tolist(), self.sigma.tolist()
-            scales = self.value_scale.tolist()
+            mus, sigmas, scales = torch.stack([self.mu, self.sigma, self.value_scale]).tolist()
             for i, name in enumerate(self.task_names):
                 metrics[f"popart/{name}/mu"] = mus[i]
                 metrics[f"popart/{name}/sigma"] = sigmas[i]
