@@ -259,6 +259,12 @@ class LearnerConfig(ConfigModel):
     """V-trace λ mixing of multi-step targets."""
     entropy_coef: float = Field(default=0.01, ge=0)
     """Weight of the entropy bonus."""
+    entropy_floor: float = Field(default=0.2, ge=0, lt=1)
+    """A floor under each discrete task's policy entropy, as a fraction of its uniform
+    policy's (log of the action count): while the entropy is below, the task's entropy bonus
+    grows (up to 100x), and it decays back once above. It keeps a policy that turned
+    deterministic early at a poor behaviour from staying there (mtrl/learner/entropy_floor.py
+    says why). Gaussian policies are not affected; 0 turns it off."""
     value_coef: float = Field(default=0.5, ge=0)
     """Weight of the value loss."""
     max_grad_norm: PositiveFloat = 40.0

@@ -49,6 +49,7 @@ FIELDS = (
 )
 
 
+@torch.no_grad()
 def task_sums(
     *,
     valid: torch.Tensor,
@@ -62,7 +63,8 @@ def task_sums(
     log_std: torch.Tensor | None = None,
     mean: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Sums over the valid steps of one task's block, float64 ``[len(FIELDS)]``.
+    """Sums over the valid steps of one task's block, float64 ``[len(FIELDS)]``, outside the
+    autograd graph (a figure that kept it would hold every update's graph until it is logged).
 
     ``valid`` and every per-step input are ``[T, N]``; ``value`` and ``target`` are the
     normalised prediction and target; ``advantages`` as the policy gradient uses them.

@@ -188,6 +188,8 @@ class CategoricalHead(nn.Module):
         self.act_shape = tuple(nvec.shape)
         flat = nvec.reshape(-1)
         self.total, self.width = int(flat.sum()), int(flat.max())
+        self.max_entropy = float(np.log(flat).sum())
+        """Entropy of the uniform policy (over all choices, masks aside)."""
         self.linear = ortho_init(nn.Linear(in_dim, self.total), gain=0.01)
         self.padded = bool((flat != self.width).any())
         # index[d, j] = position of choice j of dim d in the flat logits, or `total` (padding).

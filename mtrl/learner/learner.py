@@ -11,8 +11,10 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
    every unnormalised output is preserved exactly;
 4. the loss — policy gradient with advantages divided by the task's σ, value regression on
    normalised targets (its error counted in the task's value scale, a σ that falls slowly:
-   :func:`popart.slow_shrink <mtrl.learner.popart.slow_shrink>`), entropy bonus — is averaged
-   over genuine (non-reset) steps; one optimiser step with global gradient-norm clipping.
+   :func:`popart.slow_shrink <mtrl.learner.popart.slow_shrink>`), entropy bonus (a discrete
+   task's grown while its entropy is under its floor: :mod:`mtrl.learner.entropy_floor`) — is
+   averaged over genuine (non-reset) steps; one optimiser step with global gradient-norm
+   clipping.
 
 With PopArt disabled, μ = 0 and σ = 1 throughout and step 3 is skipped.
 
@@ -31,7 +33,7 @@ import torch
 from torch import nn
 
 from mtrl.config import LearnerConfig
-from mtrl.learner import diagnostics, popart, schedule
+from mtrl.learner import diagnostics, entropy_floor, popart, schedule
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.distributions import DiagGaussian
@@ -82,6 +84,12 @@ class Learner:
         # The scale each task's value error is measured in: σ, but falling at most
         # PopArtConfig.value_scale_shrink per update (popart.slow_shrink); σ(μ=0, ν=1) is 1.
         self.value_scale = torch.ones(k, dtype=torch.float64, device=self.device)
+        # Each task's entropy-bonus multiplier (LearnerConfig.entropy_floor), and the entropy
+        # of its uniform policy (NaN for Gaussians: no floor).
+        self.entropy_boost = torch.ones(k, dtype=torch.float64, device=self.device)
+        self._max_entropy = torch.tensor(
+            getattr(model, "max_entropy", (float("nan"),) * k), dtype=torch.float64
+        )
         self.version = 0
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
@@ -147,12 +155,12 @@ class Learner:
         h_all, parts = self._forward(batches)
         if cfg.popart.enabled:
             self._popart_update(parts)
-        sums, counts = self._loss_sums(parts)
+        sums, counts, bonus_sum = self._loss_sums(parts)
         shares = self._grad_shares(parts) if self._shares_due() else None
         total = self._global_count(sum(counts))
         n = max(total, 1)
-        pg_sum, v_sum, ent_sum = sums
-        loss = (pg_sum + cfg.value_coef * v_sum - cfg.entropy_coef * ent_sum) / n
+        pg_sum, v_sum, _ = sums
+        loss = (pg_sum + cfg.value_coef * v_sum - cfg.entropy_coef * bonus_sum) / n
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
             loss = loss + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
@@ -162,7 +170,23 @@ class Learner:
         self.optimizer.step()
         self.accelerator.after_step()
         self.version += 1
-        return self._metrics(parts, sums, counts, total, grad_norm, shares)
+        metrics, diag = self._metrics(parts, sums, counts, total, grad_norm, shares)
+        if cfg.entropy_floor > 0:
+            self._entropy_floor_step(diag, metrics)
+        return metrics
+
+    def _entropy_floor_step(self, diag: torch.Tensor, metrics: dict[str, float]) -> None:
+        """Move each task's entropy-bonus multiplier by this update's (all replicas') mean
+        entropy (:func:`entropy_floor.boost_step`); log it for the discrete tasks."""
+        count = diag[:, diagnostics.FIELDS.index("count")]
+        entropy = diag[:, diagnostics.FIELDS.index("entropy")] / count.clamp(min=1)
+        boost = entropy_floor.boost_step(
+            self.entropy_boost.cpu(), entropy, self._max_entropy, self.cfg.entropy_floor, count > 0
+        )
+        self.entropy_boost.copy_(boost)
+        for i, name in enumerate(self.task_names):
+            if torch.isfinite(self._max_entropy[i]):
+                metrics[f"learner/{name}/entropy_boost"] = float(boost[i])
 
     def _forward(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[dict[str, Any]]]:
         """Features, policies and V-trace targets (under the old statistics) of every batch."""
@@ -193,8 +217,11 @@ class Learner:
             parts.append({"batch": batch, "h": h, "dist": dist, "logp": logp, "vt": vt})
         return h_all, parts
 
-    def _loss_sums(self, parts: list[dict[str, Any]]) -> tuple[list[torch.Tensor], list[int]]:
-        """Policy, value and entropy loss SUMS over valid steps (new statistics), and counts.
+    def _loss_sums(
+        self, parts: list[dict[str, Any]]
+    ) -> tuple[list[torch.Tensor], list[int], torch.Tensor]:
+        """Policy, value and entropy SUMS over valid steps (new statistics), the counts, and
+        the entropy-bonus sum (each task's entropy times its ``entropy_boost``).
 
         Sums, not means: replicas divide by the count of the whole batch (``_global_count``).
         """
@@ -204,7 +231,9 @@ class Learner:
         # PopArt, whose σ and scale both stay 1).
         value_factor = (sigma / self.value_scale.float()) ** 2
         cfg = self.cfg
-        pg_sum = v_sum = ent_sum = torch.zeros((), device=self.device)
+        # The floor's multipliers; all 1 with the floor off (even if a checkpoint brought some).
+        boost = self.entropy_boost.float() if cfg.entropy_floor > 0 else torch.ones_like(sigma)
+        pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
             batch, k, dist = p["batch"], p["batch"].task, p["dist"]
@@ -217,8 +246,10 @@ class Learner:
             pg = -(p["logp"] * adv * mask).sum() * weight
             v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight * value_factor[k]
             ent = (entropy * mask).sum() * weight
+            bonus = ent * boost[k]
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
-            p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * ent
+            bonus_sum = bonus_sum + bonus
+            p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * bonus
             gaussian = isinstance(dist, DiagGaussian)
             p["diag"] = diagnostics.task_sums(
                 valid=batch.valid,
@@ -233,7 +264,7 @@ class Learner:
                 mean=dist.mean if gaussian else None,
             )
             counts.append(batch.num_samples)
-        return [pg_sum, v_sum, ent_sum], counts
+        return [pg_sum, v_sum, ent_sum], counts, bonus_sum
 
     def _shares_due(self) -> bool:
         """Whether this update measures each task's share of the torso gradient (one extra
@@ -266,9 +297,10 @@ class Learner:
         total: int,
         grad_norm: torch.Tensor,
         shares: list[float] | None = None,
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], torch.Tensor]:
         """Losses (means over the whole batch), policy lag per sample, PopArt statistics and
-        the per-task diagnostics of this update (:mod:`mtrl.learner.diagnostics`)."""
+        the per-task diagnostics of this update (:mod:`mtrl.learner.diagnostics`); and those
+        diagnostics' sums over all replicas, ``[K, len(FIELDS)]`` on the CPU."""
         cfg, n = self.cfg, max(total, 1)
         old = self.version - 1
         lag = sum((old - p["batch"].policy_version) * c for p, c in zip(parts, counts, strict=True))
@@ -302,7 +334,7 @@ class Learner:
                 metrics[f"popart/{name}/sigma"] = sigmas[i]
                 metrics[f"popart/{name}/value_scale"] = scales[i]
         metrics.update(self._diagnostic_metrics(diag, shares))
-        return metrics
+        return metrics, diag
 
     def _diagnostic_metrics(
         self, diag: torch.Tensor, shares: Sequence[float] | torch.Tensor | None
@@ -395,6 +427,7 @@ class Learner:
             "nu": self.nu,
             "popart_seen": self.popart_seen,
             "value_scale": self.value_scale,
+            "entropy_boost": self.entropy_boost,
             "version": self.version,
         }
 
@@ -413,3 +446,5 @@ class Learner:
         self.popart_seen.copy_(seen)
         # Checkpoints from before the value scale: it starts at σ.
         self.value_scale.copy_(state.get("value_scale", self.sigma))
+        # Checkpoints from before the entropy floor: every bonus at its plain weight.
+        self.entropy_boost.copy_(state.get("entropy_boost", torch.ones_like(self.entropy_boost)))

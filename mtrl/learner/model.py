@@ -25,6 +25,7 @@ feed-forward checkpoints keep their names.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,8 @@ class MultiTaskModel(nn.Module):
         # Fixed at construction: a task-sharded replica replaces the heads it does not own.
         self.gaussian = tuple(isinstance(h, GaussianHead) for h in heads)
         """Per task: whether its policy is a Gaussian (``Box`` actions)."""
+        self.max_entropy = tuple(float(getattr(h, "max_entropy", math.nan)) for h in heads)
+        """Per task: the entropy of its uniform policy; NaN for a Gaussian (no maximum)."""
         self.value_weight = nn.Parameter(torch.empty(self.num_tasks, self.hidden_dim))
         self.value_bias = nn.Parameter(torch.zeros(self.num_tasks))
         with torch.no_grad():

@@ -234,3 +234,58 @@ def test_value_scale_survives_a_checkpoint_and_old_checkpoints_start_it_at_sigma
     old = {k: v for k, v in learner.state_dict().items() if k != "value_scale"}
     fresh.load_state_dict(old)
     torch.testing.assert_close(fresh.value_scale, learner.sigma)
+
+
+def _bandit_batch(learner: Learner, better: float, seed: int) -> tuple[TaskBatch, float]:
+    """Task 0 as a two-armed bandit played on-policy: action 1 pays 1, action 0 pays
+    ``better``; every step is its own episode. Returns the batch and P(action 0)."""
+    g = torch.Generator().manual_seed(seed)
+    b = _batch(0, 1.0, seed)
+    obs = torch.linspace(-1, 1, b.obs.shape[-1]).expand_as(b.obs).clone()
+    with torch.no_grad():
+        dist = learner.model.policy(0, learner.model.embed(0, obs[:-1]))
+        p0 = dist.log_probs[..., 0].exp()
+        actions = (torch.rand(T, N, generator=g) >= p0).long()
+        logp = dist.log_prob(actions)
+    rewards = torch.where(actions == 1, 1.0, better)
+    every = torch.ones(T, N, dtype=torch.bool)
+    batch = dataclasses.replace(
+        b, obs=obs, actions=actions, behaviour_logp=logp, rewards=rewards,
+        terminated=every, valid=every,
+    )  # fmt: skip
+    return batch, float(p0.mean())
+
+
+@pytest.mark.parametrize("floor", [0.0, 0.3])
+def test_a_policy_turned_deterministic_early_recovers_only_with_the_entropy_floor(
+    floor: float,
+) -> None:
+    """Early on action 1 is the better arm and the policy turns deterministic on it; then
+    action 0 pays twice as much. Played on-policy, the deterministic policy never tries
+    action 0: its value is exact, its advantages are 0 and the bonus's gradient has vanished
+    with P(action 0) — without the floor it stays stuck. With it the bonus grows until action
+    0 is tried again, and the policy moves to it."""
+    learner = _learner(learning_rate=1e-2, entropy_floor=floor)
+    for i in range(100):
+        learner.update([_bandit_batch(learner, 0.0, i)[0]])
+    assert _bandit_batch(learner, 0.0, 0)[1] < 1e-4  # deterministic on action 1
+    for i in range(300):
+        learner.update([_bandit_batch(learner, 2.0, 1000 + i)[0]])
+    p0 = _bandit_batch(learner, 2.0, 0)[1]
+    if floor == 0.0:
+        assert p0 < 1e-4  # measured 2e-6: stuck
+        assert float(learner.entropy_boost[0]) == 1.0
+    else:
+        assert p0 > 0.9  # measured 0.99999
+    assert float(learner.entropy_boost[1]) == 1.0  # the Gaussian task: no floor
+
+
+def test_entropy_boost_survives_a_checkpoint_and_old_checkpoints_start_it_at_one() -> None:
+    learner = _learner(entropy_floor=0.25)
+    learner.entropy_boost[0] = 7.0
+    fresh = _learner(entropy_floor=0.25)
+    fresh.load_state_dict(learner.state_dict())
+    assert fresh.entropy_boost.tolist() == [7.0, 1.0]
+    old = {k: v for k, v in learner.state_dict().items() if k != "entropy_boost"}
+    fresh.load_state_dict(old)
+    assert fresh.entropy_boost.tolist() == [1.0, 1.0]
