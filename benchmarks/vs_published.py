@@ -17,6 +17,11 @@ training return (mean of the last 20 episodes) at the last logged record where t
 made at most N env steps (from each run's ``metrics.jsonl``), so a game that ran a little past
 N is not credited with the extra frames. Its median decides "at or above"; the final return
 stays in the table beside it.
+
+``--window W`` (with ``--at-frames``) takes that figure over the last W episodes the game
+finished within N env steps, from each run's ``episodes.csv`` (every episode is there): the
+published MinAtar curves are moving averages over 100 episodes, and a 20-episode window of a
+game like breakout swings by a third between records.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result
+
+from mtrl.tracking.episodes import FILENAME as EPISODES_FILE
+from mtrl.tracking.episodes import Episodes, read_episodes
+
+METRIC_WINDOW = 20
+"""Episodes behind the logged ``task/<id>/return`` (mtrl.progress.RECENT_EPISODES)."""
 
 
 def game_of(task: str) -> str:
@@ -54,16 +65,40 @@ def return_at(records: list[dict[str, Any]], task: str, frames: int) -> tuple[fl
     return best
 
 
-def returns_at(learning: dict[str, Any], frames: int) -> dict[str, list[tuple[float, int]]]:
-    """Per task, :func:`return_at` of every finished run (read from its ``metrics.jsonl``)."""
+def window_at(episodes: Episodes, frames: int, window: int) -> tuple[float, int] | None:
+    """Mean return of the last ``window`` episodes that ended within ``frames`` of the task's
+    env steps, and the env steps of the last of them (None when none did)."""
+    within = episodes.env_steps <= frames
+    if not within.any():
+        return None
+    returns, steps = episodes.returns[within], episodes.env_steps[within]
+    return float(returns[-window:].mean()), int(steps[-1])
+
+
+def returns_at(
+    learning: dict[str, Any], frames: int, window: int = METRIC_WINDOW
+) -> dict[str, list[tuple[float, int]]]:
+    """Per task, its return at ``frames`` in every finished run: :func:`return_at` of the run's
+    ``metrics.jsonl`` (the logged last-20 mean) when ``window`` is 20, else :func:`window_at`
+    of its ``episodes.csv``."""
     out: dict[str, list[tuple[float, int]]] = {task: [] for task in learning["summary"]}
     for run in learning["runs"]:
         if run.get("error"):
             continue
-        path = Path(run["run_dir"]) / "metrics.jsonl"
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        for task in out:
-            hit = return_at(records, task, frames)
+        run_dir = Path(run["run_dir"])
+        if window == METRIC_WINDOW:
+            path = run_dir / "metrics.jsonl"
+            records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            hits = {task: return_at(records, task, frames) for task in out}
+        else:
+            episodes = read_episodes(run_dir / EPISODES_FILE)
+            if not episodes:
+                raise SystemExit(
+                    f"--window {window}: {run_dir / EPISODES_FILE} is missing (the run predates "
+                    "episodes.csv); use the logged last-20 figure (no --window)"
+                )
+            hits = {t: window_at(episodes[t], frames, window) for t in out if t in episodes}
+        for task, hit in hits.items():
             if hit is not None:
                 out[task].append(hit)
     return out
@@ -83,6 +118,7 @@ def compare(
     published: dict[str, Any],
     at: dict[str, list[tuple[float, int]]] | None = None,
     frames: int | None = None,
+    window: int = METRIC_WINDOW,
 ) -> dict[str, Any]:
     """Per game: mtrl's figures over seeds and each source's score; per source: how many games
     mtrl's median final return — or, given ``at`` (:func:`returns_at` at ``frames``), its
@@ -117,7 +153,8 @@ def compare(
     for key in sources:
         rows = [g["published"][key] for g in games.values() if key in g["published"]]
         wins[key] = {"at_or_above": sum(r["at_or_above"] for r in rows), "games": len(rows)}
-    return {"games": games, "wins": wins, "seeds": len(learning["runs"]), "at_frames": frames}
+    seeds = len(learning["runs"])
+    return {"games": games, "wins": wins, "seeds": seeds, "at_frames": frames, "window": window}
 
 
 def _fmt(x: float) -> str:
@@ -131,7 +168,8 @@ def markdown(result: dict[str, Any], sources: dict[str, Any]) -> str:
     frames = result.get("at_frames")
     head = ["game"]
     if frames:
-        head.append(f"mtrl at {frames / 1e6:g}M frames (median [min, max])")
+        window = result.get("window", METRIC_WINDOW)
+        head.append(f"mtrl at {frames / 1e6:g}M frames, last {window} (median [min, max])")
     head += ["mtrl final (median [min, max])", "greedy", "stochastic", "env steps"]
     head += [sources[k]["label"] for k in keys]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -163,12 +201,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("learning_json", type=Path)
     ap.add_argument("published", type=Path)
     ap.add_argument("--at-frames", type=int, help="compare at this many env steps per game")
+    ap.add_argument(
+        "--window",
+        type=int,
+        default=METRIC_WINDOW,
+        help="with --at-frames: episodes averaged (20: the logged figure; else episodes.csv)",
+    )
     ap.add_argument("--out-dir", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.window < 1 or (args.window != METRIC_WINDOW and not args.at_frames):
+        ap.error("--window takes a positive count of episodes, with --at-frames")
     learning = json.loads(args.learning_json.read_text())
     published = yaml.safe_load(args.published.read_text())
-    at = returns_at(learning, args.at_frames) if args.at_frames else None
-    result = compare(learning, published, at, args.at_frames)
+    at = returns_at(learning, args.at_frames, args.window) if args.at_frames else None
+    result = compare(learning, published, at, args.at_frames, args.window)
     print(markdown(result, published["sources"]))
     payload = {
         "benchmark": "vs_published",
@@ -178,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         "sources": published["sources"],
         **result,
     }
-    path = write_result(f"vs_published_{learning['name']}", payload, args.out_dir)
+    suffix = "" if args.window == METRIC_WINDOW else f"_last{args.window}"
+    path = write_result(f"vs_published_{learning['name']}{suffix}", payload, args.out_dir)
     print(f"wrote {path}")
     return 0
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -98,3 +99,25 @@ def test_at_frames_return_decides_and_final_stays_beside_it() -> None:
     table = vp.markdown(result, PUBLISHED["sources"])
     assert "at 5M frames" in table
     assert all(line.count("|") == table.splitlines()[0].count("|") for line in table.splitlines())
+
+
+def test_window_at_averages_the_last_episodes_within_the_budget(tmp_path: Path) -> None:
+    """``--window``: the figure over the last W episodes a game finished within the budget,
+    read from each run's episodes.csv (a later episode past the budget does not count)."""
+    rows = ["task,env_steps,return,length,wall_s"]
+    rows += [f"minatar/breakout,{s},{r},10,{i}" for i, (s, r) in enumerate(
+        [(1_000, 1.0), (2_000, 2.0), (3_000, 4.0), (4_000, 6.0), (6_000, 100.0)]
+    )]  # fmt: skip
+    rows.append("minatar/freeway,9000,50,10,9")  # no episode within the budget
+    (tmp_path / "episodes.csv").write_text("\n".join(rows) + "\n")
+    learning = {
+        "summary": {"minatar/breakout": {}, "minatar/freeway": {}},
+        "runs": [{"run_dir": str(tmp_path)}, {"error": "exited with 1"}],
+    }
+    at = vp.returns_at(learning, 5_000, window=3)
+    assert at == {"minatar/breakout": [(4.0, 4_000)], "minatar/freeway": []}  # (2 + 4 + 6) / 3
+    result = vp.compare(LEARNING, PUBLISHED, at, 5_000, window=3)
+    assert "last 3" in vp.markdown(result, PUBLISHED["sources"])
+    missing = {**learning, "runs": [{"run_dir": str(tmp_path / "none")}]}
+    with pytest.raises(SystemExit, match=r"episodes\.csv is missing"):
+        vp.returns_at(missing, 5_000, window=3)
