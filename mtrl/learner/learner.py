@@ -85,8 +85,9 @@ class Learner:
         # PopArtConfig.value_scale_shrink per update (popart.slow_shrink); σ(μ=0, ν=1) is 1.
         self.value_scale = torch.ones(k, dtype=torch.float64, device=self.device)
         # Each task's entropy-bonus multiplier (LearnerConfig.entropy_floor), and the entropy
-        # of its uniform policy (NaN for Gaussians: no floor).
-        self.entropy_boost = torch.ones(k, dtype=torch.float64, device=self.device)
+        # of its uniform policy (NaN for Gaussians: no floor). On the host, where the
+        # diagnostics it follows are: one small copy to the device per update, no sync back.
+        self.entropy_boost = torch.ones(k, dtype=torch.float64)
         self._max_entropy = torch.tensor(
             getattr(model, "max_entropy", (float("nan"),) * k), dtype=torch.float64
         )
@@ -181,7 +182,7 @@ class Learner:
         count = diag[:, diagnostics.FIELDS.index("count")]
         entropy = diag[:, diagnostics.FIELDS.index("entropy")] / count.clamp(min=1)
         boost = entropy_floor.boost_step(
-            self.entropy_boost.cpu(), entropy, self._max_entropy, self.cfg.entropy_floor, count > 0
+            self.entropy_boost, entropy, self._max_entropy, self.cfg.entropy_floor, count > 0
         )
         self.entropy_boost.copy_(boost)
         for i, name in enumerate(self.task_names):
@@ -232,7 +233,7 @@ class Learner:
         value_factor = (sigma / self.value_scale.float()) ** 2
         cfg = self.cfg
         # The floor's multipliers; all 1 with the floor off (even if a checkpoint brought some).
-        boost = self.entropy_boost.float() if cfg.entropy_floor > 0 else torch.ones_like(sigma)
+        boost = self.entropy_boost.to(sigma) if cfg.entropy_floor > 0 else torch.ones_like(sigma)
         pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
