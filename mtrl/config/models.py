@@ -235,7 +235,9 @@ class LearnerConfig(ConfigModel):
     unroll_length: PositiveInt = 20
     """Time steps per unroll."""
     batch_size: PositiveInt = 32
-    """Unrolls per learner update (mixed across tasks)."""
+    """Env columns per learner update (mixed across tasks): an update waits until the unrolls
+    it has hold at least this many env copies (an unroll of a 16-copy actor brings 16), so it
+    trains on at least ``batch_size * unroll_length`` samples."""
     learning_rate: PositiveFloat = 6e-4
     """Optimiser step size (at the start of the run, see ``lr_schedule``)."""
     lr_schedule: Literal["constant", "linear"] = "linear"
@@ -265,6 +267,14 @@ class LearnerConfig(ConfigModel):
     grows (up to 100x), and it decays back once above. It keeps a policy that turned
     deterministic early at a poor behaviour from staying there (mtrl/learner/entropy_floor.py
     says why). Gaussian policies are not affected; 0 turns it off."""
+    saturation_ceiling: float = Field(default=0.2, gt=0, le=1)
+    """A ceiling on the fraction of a bounded continuous task's action dims whose Gaussian mean
+    lies where the tanh squash is flat (``|mean| > 2``): while above it, the task's entropy
+    bonus — the squashed action's, whose gradient pulls the mean back where actions differ —
+    grows as under ``entropy_floor`` (up to 100x) and decays back once below. A fast-moving
+    policy can throw the mean out there, where every sample is the same env action and the
+    policy gradient carries no signal (mtrl/learner/entropy_floor.py says why). Needs
+    ``model.squashed_entropy``; 1 turns it off."""
     value_coef: float = Field(default=0.5, ge=0)
     """Weight of the value loss."""
     max_grad_norm: PositiveFloat = 40.0

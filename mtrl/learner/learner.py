@@ -84,13 +84,16 @@ class Learner:
         # The scale each task's value error is measured in: σ, but falling at most
         # PopArtConfig.value_scale_shrink per update (popart.slow_shrink); σ(μ=0, ν=1) is 1.
         self.value_scale = torch.ones(k, dtype=torch.float64, device=self.device)
-        # Each task's entropy-bonus multiplier (LearnerConfig.entropy_floor), and the entropy
-        # of its uniform policy (NaN for Gaussians: no floor). On the host, where the
-        # diagnostics it follows are: one small copy to the device per update, no sync back.
+        # Each task's entropy-bonus multiplier (LearnerConfig.entropy_floor and
+        # saturation_ceiling), the entropy of its uniform policy (NaN for Gaussians: no floor)
+        # and whether its policy is a squashed Gaussian (a saturation ceiling). On the host,
+        # where the diagnostics it follows are: one small copy to the device per update.
         self.entropy_boost = torch.ones(k, dtype=torch.float64)
         self._max_entropy = torch.tensor(
             getattr(model, "max_entropy", (float("nan"),) * k), dtype=torch.float64
         )
+        self._squashed = torch.tensor(getattr(model, "squashed", (False,) * k), dtype=torch.bool)
+        self._boosting = cfg.entropy_floor > 0 or cfg.saturation_ceiling < 1
         self.version = 0
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
@@ -172,21 +175,31 @@ class Learner:
         self.accelerator.after_step()
         self.version += 1
         metrics, diag = self._metrics(parts, sums, counts, total, grad_norm, shares)
-        if cfg.entropy_floor > 0:
-            self._entropy_floor_step(diag, metrics)
+        if self._boosting:
+            self._entropy_boost_step(diag, metrics)
         return metrics
 
-    def _entropy_floor_step(self, diag: torch.Tensor, metrics: dict[str, float]) -> None:
+    def _entropy_boost_step(self, diag: torch.Tensor, metrics: dict[str, float]) -> None:
         """Move each task's entropy-bonus multiplier by this update's (all replicas') mean
-        entropy (:func:`entropy_floor.boost_step`); log it for the discrete tasks."""
+        entropy (discrete tasks) or saturated fraction (squashed Gaussian tasks), as
+        :mod:`mtrl.learner.entropy_floor` rules; log it for the tasks it applies to."""
+        cfg = self.cfg
         count = diag[:, diagnostics.FIELDS.index("count")]
-        entropy = diag[:, diagnostics.FIELDS.index("entropy")] / count.clamp(min=1)
-        boost = entropy_floor.boost_step(
-            self.entropy_boost, entropy, self._max_entropy, self.cfg.entropy_floor, count > 0
+        n = count.clamp(min=1)
+        shortfall = entropy_floor.entropy_shortfall(
+            diag[:, diagnostics.FIELDS.index("entropy")] / n, self._max_entropy, cfg.entropy_floor
         )
+        excess = entropy_floor.saturation_excess(
+            diag[:, diagnostics.FIELDS.index("saturated")] / n,
+            self._squashed,
+            cfg.saturation_ceiling,
+        )
+        violation = torch.where(torch.isfinite(shortfall), shortfall, excess)
+        boost = entropy_floor.boost_step(self.entropy_boost, violation, count > 0)
         self.entropy_boost.copy_(boost)
+        ruled = torch.isfinite(self._max_entropy) | self._squashed
         for i, name in enumerate(self.task_names):
-            if torch.isfinite(self._max_entropy[i]):
+            if ruled[i]:
                 metrics[f"learner/{name}/entropy_boost"] = float(boost[i])
 
     def _forward(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[dict[str, Any]]]:
@@ -232,8 +245,8 @@ class Learner:
         # PopArt, whose σ and scale both stay 1).
         value_factor = (sigma / self.value_scale.float()) ** 2
         cfg = self.cfg
-        # The floor's multipliers; all 1 with the floor off (even if a checkpoint brought some).
-        boost = self.entropy_boost.to(sigma) if cfg.entropy_floor > 0 else torch.ones_like(sigma)
+        # The multipliers; all 1 with floor and ceiling off (even if a checkpoint brought some).
+        boost = self.entropy_boost.to(sigma) if self._boosting else torch.ones_like(sigma)
         pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:

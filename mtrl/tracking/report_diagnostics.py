@@ -37,7 +37,12 @@ class Panel:
 #: The panels of ``diagnostics.png``, in order.
 PANELS: tuple[Panel, ...] = (
     Panel("learner/{task}/entropy", "policy entropy"),
-    Panel("learner/{task}/entropy_boost", "entropy bonus multiplier (floor)", log_y=True, ref=1.0),
+    Panel(
+        "learner/{task}/entropy_boost",
+        "entropy bonus multiplier (floor, ceiling)",
+        log_y=True,
+        ref=1.0,
+    ),
     Panel("learner/{task}/kl", "KL(behaviour ‖ learner)", log_y=True),
     Panel("learner/{task}/rho", "mean importance ratio ρ", ref=1.0),
     Panel("learner/{task}/rho_clipped", "fraction of ρ clipped", fraction=True),

@@ -289,3 +289,46 @@ def test_entropy_boost_survives_a_checkpoint_and_old_checkpoints_start_it_at_one
     old = {k: v for k, v in learner.state_dict().items() if k != "entropy_boost"}
     fresh.load_state_dict(old)
     assert fresh.entropy_boost.tolist() == [1.0, 1.0]
+
+
+def _saturated_bandit_batch(learner: Learner, seed: int) -> tuple[TaskBatch, float]:
+    """Task 1 (a Box in [-2, 2]², tanh-squashed) as a one-step bandit played on-policy: the
+    env action ``a`` pays ``1 - |a| / 2`` per dim plus noise that does not depend on it (as
+    an env's own randomness). Returns the batch and the fraction of saturated means."""
+    g = torch.Generator().manual_seed(seed)
+    b = _batch(1, 1.0, seed)
+    with torch.no_grad():
+        dist = learner.model.policy(1, learner.model.embed(1, b.obs[:-1]))
+        u = dist.mean + dist.log_std.exp() * torch.randn(T, N, 2, generator=g)
+        logp = dist.log_prob(u)
+        saturated = float((dist.mean.abs() > 2).float().mean())
+    a = 2 * torch.tanh(u)
+    rewards = (1 - a.abs() / 2).sum(-1) + torch.randn(T, N, generator=g)
+    every = torch.ones(T, N, dtype=torch.bool)
+    batch = dataclasses.replace(
+        b, actions=u, behaviour_logp=logp, rewards=rewards, terminated=every, valid=every
+    )
+    return batch, saturated
+
+
+@pytest.mark.parametrize("ceiling", [1.0, 0.2])
+def test_a_saturated_gaussian_comes_back_only_with_the_saturation_ceiling(ceiling: float) -> None:
+    """The Gaussian's mean starts deep in the flat end of the squash (pre-squash 4, where
+    every sample is the same env action): the policy gradient is the reward noise only, and
+    the plain squashed-entropy bonus's pull is lost in it. With the ceiling the bonus grows
+    until the mean is back where actions differ, and the reward then brings it to 0."""
+    learner = _learner(learning_rate=1e-3, saturation_ceiling=ceiling)
+    head = learner.model.policy_heads[1]
+    with torch.no_grad():
+        head.mean.weight.zero_()
+        head.mean.bias.fill_(4.0)
+    head.set_log_std(-1.0)
+    for i in range(200):
+        learner.update([_saturated_bandit_batch(learner, i)[0]])
+    saturated = _saturated_bandit_batch(learner, 10_000)[1]
+    if ceiling == 1.0:
+        assert saturated == 1.0  # measured: 1.0 for 300 updates
+        assert float(learner.entropy_boost[1]) == 1.0
+    else:
+        assert saturated < 0.2  # measured: the boost reached 100x, saturated 1.0 → 0.0–0.1
+    assert float(learner.entropy_boost[0]) == 1.0  # the discrete task: not in these batches
