@@ -261,12 +261,16 @@ class GaussianHead(nn.Module):
         self.mean = ortho_init(nn.Linear(in_dim, int(np.prod(self.act_shape))), gain=0.01)
         self.log_std_param = nn.Parameter(torch.zeros(self.act_shape))
         lhw = None
+        self.squashed = False
+        """Whether any dim is tanh-squashed into its bounds with the squashed action's
+        entropy (bounds given, finite on both sides)."""
         if low is not None and high is not None:
             lo = np.broadcast_to(np.asarray(low, np.float64), self.act_shape)
             hi = np.broadcast_to(np.asarray(high, np.float64), self.act_shape)
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 half = np.where(np.isfinite(lo) & np.isfinite(hi), (hi - lo) / 2, np.nan)
                 lhw = torch.as_tensor(np.log(np.where(half > 0, half, np.nan)), dtype=torch.float32)
+            self.squashed = bool((half > 0).any())
         self.log_half_width: torch.Tensor | None
         self.register_buffer("log_half_width", lhw, persistent=False)
 

@@ -113,12 +113,7 @@ class MultiTaskModel(nn.Module):
         """Per task: whether its policy is a Gaussian (``Box`` actions)."""
         self.max_entropy = tuple(float(getattr(h, "max_entropy", math.nan)) for h in heads)
         """Per task: the entropy of its uniform policy; NaN for a Gaussian (no maximum)."""
-        self.squashed = tuple(
-            isinstance(h, GaussianHead)
-            and h.log_half_width is not None
-            and bool(torch.isfinite(h.log_half_width).any())
-            for h in heads
-        )
+        self.squashed = tuple(bool(getattr(h, "squashed", False)) for h in heads)
         """Per task: whether its policy is a Gaussian whose env actions are tanh-squashed into
         the Box's bounds with the squashed action's entropy as bonus (``squashed_entropy``)."""
         self.value_weight = nn.Parameter(torch.empty(self.num_tasks, self.hidden_dim))
