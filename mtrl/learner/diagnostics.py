@@ -15,7 +15,8 @@ per task, as sums over the genuine (non-reset) steps of one update so replicas c
 * Gaussian heads (``Box`` actions): ``log_std`` (mean of the learned log-std) and
   ``saturated``, the fraction of action dims whose mean lies where the tanh squash is flat
   (``|mean| > 2``, tanh(2) ≈ 0.96): there, every sample is the same env action and the policy
-  gradient carries no signal back.
+  gradient carries no signal back. Only the dims the env squashes count when the head knows
+  them (its ``log_half_width``, NaN on unbounded dims).
 
 :func:`grad_shares` measures how much of the shared torso's gradient each task's loss makes.
 Pure functions of tensors: no state, no I/O.
@@ -62,13 +63,16 @@ def task_sums(
     rho_bar: float,
     log_std: torch.Tensor | None = None,
     mean: torch.Tensor | None = None,
+    squashed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sums over the valid steps of one task's block, float64 ``[len(FIELDS)]``, outside the
     autograd graph (a figure that kept it would hold every update's graph until it is logged).
 
     ``valid`` and every per-step input are ``[T, N]``; ``value`` and ``target`` are the
     normalised prediction and target; ``advantages`` as the policy gradient uses them.
-    ``log_std`` and ``mean`` (``[T, N, *act]``) only for a Gaussian policy.
+    ``log_std`` and ``mean`` (``[T, N, *act]``) only for a Gaussian policy; ``squashed``
+    (``[*act]``, finite on the dims the env squashes, e.g. the head's ``log_half_width``)
+    restricts ``saturated`` to those dims (none finite: 0).
     """
     m = valid.to(torch.float64)
     log_r = (target_logp - behaviour_logp).to(torch.float64)
@@ -83,7 +87,13 @@ def task_sums(
         dims = mean.shape[valid.ndim :].numel()
         per_step = tuple(range(valid.ndim, mean.ndim))
         flat_std = log_std.to(torch.float64).expand_as(mean).mean(dim=per_step) if dims else zero
-        sat = (mean.detach().abs() > SATURATION).to(torch.float64).mean(dim=per_step)
+        flat = mean.detach().abs() > SATURATION
+        if squashed is None:
+            sat = flat.to(torch.float64).mean(dim=per_step)
+        else:
+            on = torch.isfinite(squashed).expand_as(flat)
+            sat = (flat & on).to(torch.float64).sum(dim=per_step)
+            sat = sat / on.to(torch.float64).sum(dim=per_step).clamp(min=1)
         log_std_sum, sat_sum = s(flat_std), s(sat)
     else:
         log_std_sum, sat_sum = zero, zero

@@ -276,6 +276,7 @@ class Learner:
                 rho_bar=cfg.rho_bar,
                 log_std=dist.log_std if gaussian else None,
                 mean=dist.mean if gaussian else None,
+                squashed=dist.log_half_width if gaussian else None,
             )
             counts.append(batch.num_samples)
         return [pg_sum, v_sum, ent_sum], counts, bonus_sum

@@ -54,6 +54,15 @@ def test_gaussian_saturation_and_log_std() -> None:
     out = diagnostics.task_means(_sums(mean=mean, log_std=log_std), gaussian=True)
     assert out["saturated"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)
     assert out["log_std"] == pytest.approx(-0.5)
+    # Only the dims the env squashes count: the second dim unbounded (NaN half-width).
+    only_first = torch.tensor([0.0, math.nan])
+    out = diagnostics.task_means(
+        _sums(mean=mean, log_std=log_std, squashed=only_first), gaussian=True
+    )
+    assert out["saturated"] == pytest.approx((0.0 + 1.0 + 0.0) / 3)
+    none = torch.tensor([math.nan, math.nan])
+    out = diagnostics.task_means(_sums(mean=mean, log_std=log_std, squashed=none), gaussian=True)
+    assert out["saturated"] == 0.0
 
 
 def test_no_valid_step_gives_nothing_and_sums_add() -> None:
