@@ -12,7 +12,8 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 4. the loss — policy gradient with advantages divided by the task's σ, value regression on
    normalised targets (its error counted in the task's value scale, a σ that falls slowly:
    :func:`popart.slow_shrink <mtrl.learner.popart.slow_shrink>`), entropy bonus (a discrete
-   task's grown while its entropy is under its floor: :mod:`mtrl.learner.entropy_floor`) — is
+   task's grown while its entropy is under its floor, a squashed Gaussian's while its mean
+   sits where tanh is flat: :mod:`mtrl.learner.entropy_floor`) — is
    averaged over genuine (non-reset) steps; one optimiser step with global gradient-norm
    clipping.
 
@@ -33,10 +34,11 @@ import torch
 from torch import nn
 
 from mtrl.config import LearnerConfig
-from mtrl.learner import diagnostics, entropy_floor, popart, schedule
+from mtrl.learner import diagnostics, popart, schedule
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.distributions import DiagGaussian
+from mtrl.learner.entropy_boost import EntropyBoost
 from mtrl.learner.recurrent import sequence_resets
 from mtrl.learner.vtrace import vtrace
 
@@ -84,16 +86,13 @@ class Learner:
         # The scale each task's value error is measured in: σ, but falling at most
         # PopArtConfig.value_scale_shrink per update (popart.slow_shrink); σ(μ=0, ν=1) is 1.
         self.value_scale = torch.ones(k, dtype=torch.float64, device=self.device)
-        # Each task's entropy-bonus multiplier (LearnerConfig.entropy_floor and
-        # saturation_ceiling), the entropy of its uniform policy (NaN for Gaussians: no floor)
-        # and whether its policy is a squashed Gaussian (a saturation ceiling). On the host,
-        # where the diagnostics it follows are: one small copy to the device per update.
-        self.entropy_boost = torch.ones(k, dtype=torch.float64)
-        self._max_entropy = torch.tensor(
-            getattr(model, "max_entropy", (float("nan"),) * k), dtype=torch.float64
+        # Each task's entropy-bonus multiplier (entropy_floor, saturation_ceiling).
+        self.boost = EntropyBoost(
+            getattr(model, "max_entropy", (float("nan"),) * k),
+            getattr(model, "squashed", (False,) * k),
+            cfg.entropy_floor,
+            cfg.saturation_ceiling,
         )
-        self._squashed = torch.tensor(getattr(model, "squashed", (False,) * k), dtype=torch.bool)
-        self._boosting = cfg.entropy_floor > 0 or cfg.saturation_ceiling < 1
         self.version = 0
         self.optimizer = make_optimizer(list(model.parameters()), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
@@ -175,32 +174,19 @@ class Learner:
         self.accelerator.after_step()
         self.version += 1
         metrics, diag = self._metrics(parts, sums, counts, total, grad_norm, shares)
-        if self._boosting:
-            self._entropy_boost_step(diag, metrics)
+        field = diagnostics.FIELDS.index
+        count = diag[:, field("count")]
+        n = count.clamp(min=1)
+        self.boost.step(diag[:, field("entropy")] / n, diag[:, field("saturated")] / n, count > 0)
+        for i, name in enumerate(self.task_names):
+            if self.boost.ruled[i]:
+                metrics[f"learner/{name}/entropy_boost"] = float(self.boost.values[i])
         return metrics
 
-    def _entropy_boost_step(self, diag: torch.Tensor, metrics: dict[str, float]) -> None:
-        """Move each task's entropy-bonus multiplier by this update's (all replicas') mean
-        entropy (discrete tasks) or saturated fraction (squashed Gaussian tasks), as
-        :mod:`mtrl.learner.entropy_floor` rules; log it for the tasks it applies to."""
-        cfg = self.cfg
-        count = diag[:, diagnostics.FIELDS.index("count")]
-        n = count.clamp(min=1)
-        shortfall = entropy_floor.entropy_shortfall(
-            diag[:, diagnostics.FIELDS.index("entropy")] / n, self._max_entropy, cfg.entropy_floor
-        )
-        excess = entropy_floor.saturation_excess(
-            diag[:, diagnostics.FIELDS.index("saturated")] / n,
-            self._squashed,
-            cfg.saturation_ceiling,
-        )
-        violation = torch.where(torch.isfinite(shortfall), shortfall, excess)
-        boost = entropy_floor.boost_step(self.entropy_boost, violation, count > 0)
-        self.entropy_boost.copy_(boost)
-        ruled = torch.isfinite(self._max_entropy) | self._squashed
-        for i, name in enumerate(self.task_names):
-            if ruled[i]:
-                metrics[f"learner/{name}/entropy_boost"] = float(boost[i])
+    @property
+    def entropy_boost(self) -> torch.Tensor:
+        """Each task's entropy-bonus multiplier (:class:`EntropyBoost`), float64 on the host."""
+        return self.boost.values
 
     def _forward(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[dict[str, Any]]]:
         """Features, policies and V-trace targets (under the old statistics) of every batch."""
@@ -245,8 +231,7 @@ class Learner:
         # PopArt, whose σ and scale both stay 1).
         value_factor = (sigma / self.value_scale.float()) ** 2
         cfg = self.cfg
-        # The multipliers; all 1 with floor and ceiling off (even if a checkpoint brought some).
-        boost = self.entropy_boost.to(sigma) if self._boosting else torch.ones_like(sigma)
+        boost = self.boost.multipliers().to(sigma)
         pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
