@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from wandb.proto import wandb_internal_pb2 as pb
 
 _HEADER, _BLOCK, _CHUNK = 7, 32 * 1024, 7
@@ -30,8 +31,8 @@ def read_records(path: Path) -> list[Any]:
             continue
         _, length, kind = struct.unpack("<IHB", data[pos : pos + _CHUNK])
         pos += _CHUNK
-        if kind == 0 and length == 0:
-            break
+        if (kind == 0 and length == 0) or pos + length > len(data):
+            break  # end of the log, or a chunk wandb-core is still writing
         buf += data[pos : pos + length]
         pos += length
         if kind in (_FULL, _LAST):
@@ -44,10 +45,14 @@ def read_records(path: Path) -> list[Any]:
 
 def read_finished(path: Path, timeout_s: float = 30.0) -> list[Any]:
     """The records once the run's ``exit`` record is on disk (wandb-core writes in the
-    background; under load the tail can land a moment after ``finish`` returns)."""
+    background; under load the tail can land a moment after ``finish`` returns, and a read
+    can catch a chunk half-written)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        records = read_records(path)
+        try:
+            records = read_records(path)
+        except DecodeError:  # a chunk caught half-written: read again
+            records = []
         if any(r.WhichOneof("record_type") == "exit" for r in records):
             return records
         if time.monotonic() > deadline:
