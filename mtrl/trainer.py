@@ -98,7 +98,14 @@ class Trainer:
             envs.extend(built)
             spaces = [TaskSpaces(s.observation_space, s.action_space) for s in setups]
             model = MultiTaskModel(spaces, cfg.learner.model)
-            self.learner = make_learner(model, cfg.learner, self.names, self.ctx, device)
+            self.learner = make_learner(
+                model,
+                cfg.learner,
+                self.names,
+                self.ctx,
+                device,
+                lr_scales=[t.learning_rate_scale for t in cfg.tasks],
+            )
             self.model = self.learner.model
             unroll = cfg.learner.unroll_length
             local = set(self.learner.local_tasks)  # all, unless tasks are sharded over ranks

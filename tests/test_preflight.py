@@ -19,8 +19,8 @@ from mtrl.actors.shm import Arena
 from mtrl.actors.unroll import UnrollBuffer, unroll_fields
 from mtrl.cli import main
 from mtrl.config import ExperimentConfig
-from mtrl.learner.learner import make_optimizer
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.learner.optim import make_optimizer
 
 ROOT = Path(__file__).parents[1]
 HUGE = 100_000_000

@@ -43,6 +43,13 @@ class TaskConfig(ConfigModel):
     """Env copies each actor of this task steps as one batch."""
     weight: PositiveFloat = 1.0
     """Relative share of learner samples this task should get (normalised over tasks)."""
+    learning_rate_scale: PositiveFloat = 1.0
+    """Multiplier on the learner's step size for the parameters only this task uses (its
+    encoder, policy head and own recurrent core; the shared torso and value head keep the plain
+    rate). Adam moves each parameter by about the step size whatever its gradient's size, so
+    ``weight`` cannot make a task's own parameters learn faster or slower; this can: above 1 for
+    a task bound by how far the optimiser moves it, below 1 for one whose solved policy must
+    hold while the others learn (mtrl/learner/optim.py)."""
     reward_scale: PositiveFloat = 1.0
     """Rewards are multiplied by this before learning (returns are reported unscaled)."""
     target_score: float | None = None

@@ -253,6 +253,7 @@ class DataParallelLearner(Learner):
         cfg: LearnerConfig,
         task_names: Sequence[str],
         ctx: DistContext | None = None,
+        lr_scales: Sequence[float] | None = None,
     ) -> None:
         if not dist.is_initialized():
             raise RuntimeError(
@@ -261,7 +262,7 @@ class DataParallelLearner(Learner):
             )
         self.ctx = ctx or DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
         self.prepare_model(model)
-        super().__init__(model, cfg, task_names)
+        super().__init__(model, cfg, task_names, lr_scales)
         sharded = {id(p) for p in self.sharded_parameters()}
         self._replicated = [p for p in model.parameters() if id(p) not in sharded]
 

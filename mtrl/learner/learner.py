@@ -39,6 +39,7 @@ from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.entropy_boost import EntropyBoost
+from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
 from mtrl.learner.recurrent import sequence_resets
 from mtrl.learner.vtrace import vtrace
 
@@ -58,20 +59,21 @@ def _core_state(batch: TaskBatch, size: int) -> torch.Tensor:
     return state
 
 
-def make_optimizer(params: Sequence[nn.Parameter], cfg: LearnerConfig) -> torch.optim.Optimizer:
-    """The optimiser the config names, over ``params``."""
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-5)
-    return torch.optim.RMSprop(params, lr=cfg.learning_rate, eps=0.01, alpha=0.99)
-
-
 class Learner:
     """Owns the model's optimiser, the PopArt statistics and the policy version."""
 
     distributed = False
     """Whether this learner is one of several replicas (a replica may get no batches)."""
 
-    def __init__(self, model: nn.Module, cfg: LearnerConfig, task_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: LearnerConfig,
+        task_names: Sequence[str],
+        lr_scales: Sequence[float] | None = None,
+    ) -> None:
+        """``lr_scales``: per task, a multiplier on the step size of the parameters only that
+        task uses (``TaskConfig.learning_rate_scale``; :mod:`mtrl.learner.optim` says why)."""
         self.model = model
         self.cfg = cfg
         self.task_names = list(task_names)
@@ -94,7 +96,7 @@ class Learner:
             cfg.saturation_ceiling,
         )
         self.version = 0
-        self.optimizer = make_optimizer(list(model.parameters()), cfg)
+        self.optimizer = make_optimizer(param_groups(model, lr_scales), cfg)
         # Per-task diagnostic sums and torso-gradient shares since the last
         # :meth:`pop_diagnostics` (float64, [K, len(FIELDS)] and [K] with a count).
         self._diag_sums = torch.zeros(k, len(diagnostics.FIELDS), dtype=torch.float64)
@@ -145,9 +147,7 @@ class Learner:
 
     def set_progress(self, progress: float) -> None:
         """Tell the learner how far the run is (env steps / total): sets the step size."""
-        lr = schedule.learning_rate(self.cfg, progress)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(self.optimizer, schedule.learning_rate(self.cfg, progress))
 
     def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
         """One optimiser step on ``batches``; returns scalar metrics for logging."""

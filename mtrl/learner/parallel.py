@@ -33,6 +33,7 @@ def make_learner(
     task_names: Sequence[str],
     ctx: DistContext | None = None,
     device: torch.device | None = None,
+    lr_scales: Sequence[float] | None = None,
 ) -> Learner:
     """The learner for ``cfg.parallel`` in this process; moves ``model`` to ``device``.
 
@@ -40,7 +41,8 @@ def make_learner(
     Several (torchrun): :class:`DataParallelLearner`, :class:`TaskShardedLearner` or
     :class:`FSDPLearner`; the process group must be initialised (:meth:`DistContext.init`).
     Task sharding drops foreign per-task modules *before* the move, so a device holds only
-    its own tasks.
+    its own tasks. ``lr_scales``: per task, a multiplier on the step size of its own
+    parameters (:mod:`mtrl.learner.optim`).
     """
     ctx = ctx or DistContext.from_env()
     par = cfg.parallel
@@ -51,7 +53,9 @@ def make_learner(
                 f"only replica: launch with `torchrun --nproc-per-node {par.data_parallel} ...` "
                 "(see docs/DISTRIBUTED.md)"
             )
-        return Learner(model.to(device) if device is not None else model, cfg, task_names)
+        return Learner(
+            model.to(device) if device is not None else model, cfg, task_names, lr_scales
+        )
     if par.data_parallel not in (1, ctx.local_world_size):
         raise UserError(
             f"learner.parallel.data_parallel is {par.data_parallel} but torchrun started "
@@ -66,4 +70,4 @@ def make_learner(
         "task_sharded": TaskShardedLearner,
         "fsdp": FSDPLearner,
     }
-    return kinds[par.model_parallel](model, cfg, task_names, ctx)
+    return kinds[par.model_parallel](model, cfg, task_names, ctx, lr_scales)

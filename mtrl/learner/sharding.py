@@ -102,25 +102,26 @@ def shard_tasks(model: nn.Module, world_size: int, rank: int) -> list[int]:
 
 def merge_optimizer_states(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One name-keyed optimiser state from the ranks' (each holding some parameters): the
-    union of their per-parameter states, and of each param group's parameter names."""
+    union of their per-parameter states, and of each param group's parameter names. Groups
+    match by their ``lr_scale`` (a rank may lack a group: :func:`mtrl.learner.optim.param_groups`),
+    or by position where they have none."""
     state: dict[str, Any] = {}
-    groups: list[dict[str, Any]] = []
+    groups: dict[Any, dict[str, Any]] = {}
     for part in parts:
         state.update(part["state"])
         for i, g in enumerate(part["param_groups"]):
-            if i == len(groups):
-                groups.append({**g, "params": []})
-            groups[i]["params"] += [n for n in g["params"] if n not in groups[i]["params"]]
-    return {"state": state, "param_groups": groups}
+            merged = groups.setdefault(g.get("lr_scale", i), {**g, "params": []})
+            merged["params"] += [n for n in g["params"] if n not in merged["params"]]
+    return {"state": state, "param_groups": list(groups.values())}
 
 
 def select_optimizer_state(full: dict[str, Any], names: set[str]) -> dict[str, Any]:
-    """The part of a name-keyed optimiser state that concerns parameters ``names``."""
+    """The part of a name-keyed optimiser state that concerns parameters ``names`` (groups
+    with none of them left out, as :func:`mtrl.learner.optim.param_groups` leaves them)."""
+    groups = [{**g, "params": [n for n in g["params"] if n in names]} for g in full["param_groups"]]
     return {
         "state": {n: v for n, v in full["state"].items() if n in names},
-        "param_groups": [
-            {**g, "params": [n for n in g["params"] if n in names]} for g in full["param_groups"]
-        ],
+        "param_groups": [g for g in groups if g["params"]],
     }
 
 

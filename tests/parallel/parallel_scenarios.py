@@ -38,6 +38,9 @@ SPACES = [
 ]
 NAMES = ["vector", "continuous", "image", "masked"]
 REWARD_SCALES = [1.0, 100.0, 0.1, 10.0]
+# Per-task step-size multipliers (TaskConfig.learning_rate_scale): the optimiser's groups
+# must agree over ranks, merge in a task-sharded state and come back on resume.
+LR_SCALES = [1.0, 2.0, 0.5, 1.0]
 UNROLL = 5
 ATOL, RTOL = 1e-5, 1e-5  # float32 sums in another order; updates agree to ~3e-8
 WORLD = 2
@@ -130,7 +133,7 @@ def task_shard(step: int, local_tasks: list[int], states: int = 0) -> list[TaskB
 
 def run_single_process(mode: str = "none") -> dict[str, Any]:
     """The reference: one plain Learner on every whole batch (with ``mode``'s model)."""
-    learner = Learner(build_model(mode), learner_config(mode), NAMES)
+    learner = Learner(build_model(mode), learner_config(mode), NAMES, LR_SCALES)
     states = learner.model.state_size
     metrics = [learner.update(all_batches(i, states)) for i in range(len(STEPS))]
     state = {k: v.detach().clone() for k, v in learner.model.state_dict().items()}

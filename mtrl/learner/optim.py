@@ -1,0 +1,69 @@
+"""The learner's optimiser and its parameter groups (per-task step sizes).
+
+Adam (and RMSProp) divide each parameter's gradient by a running estimate of its own size,
+so each parameter moves by about the step size whatever its gradient's scale. A task's
+weight in the loss therefore cannot make the parameters that only that task uses — its
+encoder, policy head and own recurrent core — learn faster or slower: scaling a task's loss
+scales those gradients and their running size alike. A per-task multiplier on the step size
+can, and that is what ``TaskConfig.learning_rate_scale`` sets. The shared torso, the value
+rows (one tensor for all tasks) and a shared core keep the plain rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from mtrl.config import LearnerConfig
+
+__all__ = ["make_optimizer", "param_groups", "set_learning_rate"]
+
+
+def param_groups(
+    model: nn.Module, lr_scales: Sequence[float] | None = None
+) -> list[dict[str, Any]]:
+    """``model``'s parameters as optimiser groups, one per step-size multiplier (``lr_scale``).
+
+    The first group holds the shared parameters and those of tasks at scale 1; then one group
+    per other scale (ascending) of the parameters only its tasks use
+    (``model.task_parameters(k)``). Groups with no parameters here (a task-sharded replica
+    whose tasks at that scale live on other ranks) are left out: the ranks' optimiser states
+    merge by ``lr_scale`` (:func:`mtrl.learner.sharding.merge_optimizer_states`).
+    """
+    params = list(model.parameters())
+    scales = [float(s) for s in lr_scales or ()]
+    if all(s == 1.0 for s in scales):
+        return [{"params": params, "lr_scale": 1.0}]
+    if not hasattr(model, "task_parameters"):
+        raise ValueError(
+            f"per-task learning-rate scales {scales} need a model with task_parameters(task); "
+            f"{type(model).__name__} has none"
+        )
+    scale_of = {id(p): s for k, s in enumerate(scales) for p in model.task_parameters(k)}
+    by_scale: dict[float, list[nn.Parameter]] = {1.0: []}
+    for p in params:
+        by_scale.setdefault(scale_of.get(id(p), 1.0), []).append(p)
+    order = sorted(by_scale, key=lambda s: (s != 1.0, s))
+    return [{"params": by_scale[s], "lr_scale": s} for s in order if by_scale[s]]
+
+
+def make_optimizer(
+    params: Sequence[nn.Parameter] | Sequence[dict[str, Any]], cfg: LearnerConfig
+) -> torch.optim.Optimizer:
+    """The optimiser the config names, over ``params`` (tensors, or :func:`param_groups`,
+    whose ``lr_scale`` multiplies the step size of its group)."""
+    groups = list(params)
+    if groups and isinstance(groups[0], dict):
+        groups = [{**g, "lr": cfg.learning_rate * g.get("lr_scale", 1.0)} for g in groups]
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=cfg.learning_rate, eps=1e-5)
+    return torch.optim.RMSprop(groups, lr=cfg.learning_rate, eps=0.01, alpha=0.99)
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the step size: ``lr`` times each group's ``lr_scale`` (1 where it has none)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)

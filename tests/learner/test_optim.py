@@ -1,0 +1,130 @@
+"""Per-task step sizes (mtrl.learner.optim): why a task's loss weight cannot set how fast its
+own parameters move under Adam, and how ``learning_rate_scale`` does."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from mtrl.config import LearnerConfig, parse_config
+from mtrl.learner.batch import TaskBatch
+from mtrl.learner.learner import Learner
+from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.learner.optim import param_groups
+from mtrl.learner.synthetic import random_task_batch
+from mtrl.trainer import Trainer
+
+SPACES = [
+    TaskSpaces(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Discrete(2)),
+    TaskSpaces(gym.spaces.Box(-1, 1, (5,), np.float32), gym.spaces.Box(-2, 2, (2,), np.float32)),
+]
+
+
+def _learner(lr_scales: list[float] | None = None) -> Learner:
+    torch.manual_seed(0)
+    cfg = LearnerConfig.model_validate(
+        {
+            "model": {"encoder_dim": 16, "torso": [16]},
+            "learning_rate": 1e-3,
+            "lr_final_fraction": 0.0,
+            "max_grad_norm": 1e9,  # no clip: a clip would rescale every gradient alike
+        }
+    )
+    return Learner(MultiTaskModel(SPACES, cfg.model), cfg, ["a", "b"], lr_scales)
+
+
+def _batches(step: int, weight0: float = 1.0) -> list[TaskBatch]:
+    b0, b1 = (random_task_batch(k, SPACES[k], 6, 4, seed=10 * step + k) for k in (0, 1))
+    return [dataclasses.replace(b0, loss_weight=weight0), b1]
+
+
+def _moves(learner: Learner, weight0: float = 1.0, updates: int = 3) -> dict[str, torch.Tensor]:
+    """How far each parameter moved over ``updates`` updates on the same batches."""
+    start = {n: p.detach().clone() for n, p in learner.model.named_parameters()}
+    for step in range(updates):
+        learner.update(_batches(step, weight0))
+    return {n: p.detach() - start[n] for n, p in learner.model.named_parameters()}
+
+
+def test_groups_hold_each_parameter_once_with_its_tasks_scale() -> None:
+    model = _learner().model
+    (one,) = param_groups(model, [1.0, 1.0])
+    assert one["lr_scale"] == 1.0 and len(one["params"]) == len(list(model.parameters()))
+    shared, fast = param_groups(model, [2.0, 1.0])
+    assert fast["lr_scale"] == 2.0 and shared["lr_scale"] == 1.0
+    assert {id(p) for p in fast["params"]} == {id(p) for p in model.task_parameters(0)}
+    ids = [id(p) for g in (shared, fast) for p in g["params"]]
+    assert sorted(ids) == sorted(id(p) for p in model.parameters())  # each exactly once
+    torso = {id(p) for p in model.torso.parameters()} | {id(model.value_weight)}
+    assert torso <= {id(p) for p in shared["params"]}
+
+
+def test_a_tasks_weight_cannot_speed_its_own_parameters_under_adam_but_its_scale_does() -> None:
+    plain = _moves(_learner())
+    weighted = _moves(_learner(), weight0=4.0)
+    scaled = _moves(_learner([2.0, 1.0]))
+    own = [n for n in plain if n.startswith(("encoders.0.", "policy_heads.0."))]
+    assert own
+    for n in own:
+        # Four times the loss: four times the gradient AND its running size — about the same
+        # step (Adam's eps makes it differ only where gradients are tiny).
+        assert 0.9 < weighted[n].norm() / plain[n].norm() < 1.1, n
+        assert (weighted[n] - plain[n]).norm() < 0.25 * plain[n].norm(), n
+        assert plain[n].abs().max() > 1e-4, n
+    # The scale doubles the first update's step of task 0's own parameters exactly; later
+    # steps start from elsewhere, so compare their size.
+    first_plain, first_scaled = (
+        _moves(_learner(), updates=1),
+        _moves(_learner([2.0, 1.0]), updates=1),
+    )
+    for n in own:
+        torch.testing.assert_close(first_scaled[n], 2 * first_plain[n], rtol=1e-4, atol=1e-7)
+        ratio = scaled[n].norm() / plain[n].norm()
+        assert 1.8 < ratio < 2.2, (n, float(ratio))
+    for n in ("torso.0.weight", "encoders.1.mlp.0.weight", "value_weight"):  # shared, and the other task's
+        torch.testing.assert_close(first_scaled[n], first_plain[n], rtol=1e-4, atol=1e-7)
+
+
+def test_the_schedule_sets_every_group_and_the_scales_survive_a_checkpoint() -> None:
+    learner = _learner([0.5, 3.0])
+    learner.set_progress(0.5)
+    lrs = {g["lr_scale"]: g["lr"] for g in learner.optimizer.param_groups}
+    assert lrs == pytest.approx({1.0: 5e-4, 0.5: 2.5e-4, 3.0: 1.5e-3})
+    assert learner.update(_batches(0))["charts/learning_rate"] == pytest.approx(5e-4)
+    state = copy.deepcopy(learner.state_dict())  # as through a file: it holds live tensors
+    fresh = _learner([0.5, 3.0])
+    fresh.load_state_dict(state)
+    assert [g["lr_scale"] for g in fresh.optimizer.param_groups] == [1.0, 0.5, 3.0]
+    learner.update(_batches(1))
+    fresh.update(_batches(1))
+    for (n, a), b in zip(learner.model.named_parameters(), fresh.model.parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=n)
+
+
+def test_a_tasks_learning_rate_scale_reaches_the_trainers_optimiser() -> None:
+    cfg = parse_config(
+        """
+        name: scaled
+        total_env_steps: 1000
+        actors: {mode: serial}
+        tasks:
+          - {env: gymnasium/CartPole-v1, num_envs: 2, learning_rate_scale: 3}
+          - {env: gymnasium/Acrobot-v1, num_envs: 2}
+        tracking: {console: quiet, wandb: {mode: disabled}}
+        checkpoint: {enabled: false}
+        """
+    )
+    trainer = Trainer(cfg, write_run_dir=False, console=False)
+    try:
+        groups = trainer.learner.optimizer.param_groups
+        (fast,) = [g for g in groups if g["lr_scale"] == 3.0]
+        own = {id(p) for p in trainer.model.task_parameters(0)}
+        assert {id(p) for p in fast["params"]} == own
+        assert fast["lr"] == pytest.approx(3 * cfg.learner.learning_rate)
+    finally:
+        trainer.close()
