@@ -56,7 +56,8 @@ def test_each_problem_is_one_line_with_file_line_and_path() -> None:
         "'gymnasium/CartPole-v1'?",
         "exp.yaml:4: tasks[0].num_envs: Input should be greater than 0 (got -3)",
         "exp.yaml:5: tasks[0].colour: unknown key 'colour'; allowed keys: env, name, "
-        "env_kwargs, num_envs, weight, reward_scale, target_score, seed, placement, anakin",
+        "env_kwargs, num_envs, weight, learning_rate_scale, reward_scale, target_score, seed, "
+        "placement, anakin",
         "exp.yaml:7: tasks[1].weight: Input should be a valid number, unable to parse string "
         "as a number (got 'heavy')",
         "exp.yaml:9: learner.learning_rte: unknown key 'learning_rte'; did you mean "
