@@ -86,7 +86,8 @@ def test_a_tasks_weight_cannot_speed_its_own_parameters_under_adam_but_its_scale
         torch.testing.assert_close(first_scaled[n], 2 * first_plain[n], rtol=1e-4, atol=1e-7)
         ratio = scaled[n].norm() / plain[n].norm()
         assert 1.8 < ratio < 2.2, (n, float(ratio))
-    for n in ("torso.0.weight", "encoders.1.mlp.0.weight", "value_weight"):  # shared, and the other task's
+    # The shared torso and value head, and the other task's encoder: the plain step.
+    for n in ("torso.0.weight", "encoders.1.mlp.0.weight", "value_weight"):
         torch.testing.assert_close(first_scaled[n], first_plain[n], rtol=1e-4, atol=1e-7)
 
 
