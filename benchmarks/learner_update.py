@@ -67,7 +67,10 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
     torch.set_num_threads(cfg.learner.torch_threads)
     torch.manual_seed(cfg.seed)
     learner = Learner(
-        MultiTaskModel(spaces, cfg.learner.model), cfg.learner, [t.key for t in cfg.tasks]
+        MultiTaskModel(spaces, cfg.learner.model),
+        cfg.learner,
+        [t.key for t in cfg.tasks],
+        [t.learning_rate_scale for t in cfg.tasks],  # the optimiser's groups, as in a run
     )
     steps = cfg.learner.unroll_length
     batches = [
