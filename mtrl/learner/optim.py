@@ -19,7 +19,12 @@ from torch import nn
 
 from mtrl.config import LearnerConfig
 
-__all__ = ["make_optimizer", "param_groups", "set_learning_rate"]
+__all__ = ["group_order", "make_optimizer", "param_groups", "set_learning_rate"]
+
+
+def group_order(lr_scale: float) -> tuple[bool, float]:
+    """Sort key of the groups: scale 1 (the shared parameters) first, then ascending."""
+    return (lr_scale != 1.0, lr_scale)
 
 
 def param_groups(
@@ -46,7 +51,7 @@ def param_groups(
     by_scale: dict[float, list[nn.Parameter]] = {1.0: []}
     for p in params:
         by_scale.setdefault(scale_of.get(id(p), 1.0), []).append(p)
-    order = sorted(by_scale, key=lambda s: (s != 1.0, s))
+    order = sorted(by_scale, key=group_order)
     return [{"params": by_scale[s], "lr_scale": s} for s in order if by_scale[s]]
 
 

@@ -42,6 +42,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DataParallelLearner, broadcast_parameters, to_cpu
+from mtrl.learner.optim import group_order
 
 __all__ = ["FSDPLearner", "RemoteTask", "TaskShardedLearner", "assign_tasks", "shard_tasks"]
 
@@ -103,8 +104,8 @@ def shard_tasks(model: nn.Module, world_size: int, rank: int) -> list[int]:
 def merge_optimizer_states(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One name-keyed optimiser state from the ranks' (each holding some parameters): the
     union of their per-parameter states, and of each param group's parameter names. Groups
-    match by their ``lr_scale`` (a rank may lack a group: :func:`mtrl.learner.optim.param_groups`),
-    or by position where they have none."""
+    match by their ``lr_scale`` (a rank may lack a group: :func:`mtrl.learner.optim.param_groups`)
+    and come out in that function's order, or match by position where they have none."""
     state: dict[str, Any] = {}
     groups: dict[Any, dict[str, Any]] = {}
     for part in parts:
@@ -112,7 +113,10 @@ def merge_optimizer_states(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for i, g in enumerate(part["param_groups"]):
             merged = groups.setdefault(g.get("lr_scale", i), {**g, "params": []})
             merged["params"] += [n for n in g["params"] if n not in merged["params"]]
-    return {"state": state, "param_groups": list(groups.values())}
+    out = list(groups.values())
+    if all("lr_scale" in g for g in out):
+        out.sort(key=lambda g: group_order(g["lr_scale"]))
+    return {"state": state, "param_groups": out}
 
 
 def select_optimizer_state(full: dict[str, Any], names: set[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from mtrl.learner.batch import TaskBatch
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.optim import param_groups
+from mtrl.learner.sharding import merge_optimizer_states, select_optimizer_state
 from mtrl.learner.synthetic import random_task_batch
 from mtrl.trainer import Trainer
 
@@ -129,3 +130,33 @@ def test_a_tasks_learning_rate_scale_reaches_the_trainers_optimiser() -> None:
         assert fast["lr"] == pytest.approx(3 * cfg.learner.learning_rate)
     finally:
         trainer.close()
+
+
+def test_task_sharded_ranks_optimiser_states_merge_by_scale_and_split_back() -> None:
+    """Rank 0 holds the shared group and scale 2's, rank 1 the shared group and scale 0.5's:
+    the merged state has each group once, in param_groups' order, and each rank gets back
+    exactly its own groups."""
+    rank0 = {
+        "state": {"torso.w": 1, "enc.0.w": 2},
+        "param_groups": [
+            {"lr_scale": 1.0, "lr": 1e-3, "params": ["torso.w"]},
+            {"lr_scale": 2.0, "lr": 2e-3, "params": ["enc.0.w"]},
+        ],
+    }
+    rank1 = {
+        "state": {"torso.w": 1, "enc.1.w": 3},
+        "param_groups": [
+            {"lr_scale": 1.0, "lr": 1e-3, "params": ["torso.w"]},
+            {"lr_scale": 0.5, "lr": 5e-4, "params": ["enc.1.w"]},
+        ],
+    }
+    merged = merge_optimizer_states([rank0, rank1])
+    assert [(g["lr_scale"], g["params"]) for g in merged["param_groups"]] == [
+        (1.0, ["torso.w"]),
+        (0.5, ["enc.1.w"]),
+        (2.0, ["enc.0.w"]),
+    ]
+    assert merged["state"] == {"torso.w": 1, "enc.0.w": 2, "enc.1.w": 3}
+    for part in (rank0, rank1):
+        names = set(part["state"])
+        assert select_optimizer_state(merged, names) == part
