@@ -22,10 +22,10 @@ from mtrl.actors.factory import make_pool
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
+from mtrl.allocation import observe_faults, rebalance, set_share_targets
 from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
-from mtrl.errors import UserError
 from mtrl.final_eval import final_eval
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
@@ -128,7 +128,7 @@ class Trainer:
             if not serial:
                 first = self.rebalancer.initial()
                 self.pool.set_actors(first.counts)
-                self._set_share_targets(first.shares)
+                set_share_targets(self.pool, self.queue, first.shares)
         except BaseException:
             for env in envs:
                 if env is not None:
@@ -184,7 +184,7 @@ class Trainer:
                 on_device.append(runner.collect(self.model, self.learner.version))
                 self.progress[runner.task].env_steps += runner.unroll_length * runner.env.num_envs
                 device_columns += runner.env.num_envs
-            self._check_faults()
+            observe_faults(self.pool, self.rebalancer, self.names)
             take = queue.take(cfg.learner.batch_size - device_columns)
             learned = take is not None
             if take is not None:
@@ -196,7 +196,7 @@ class Trainer:
                 ck, self.run_env_steps - last_ckpt_steps, now - last_ckpt_t
             )
             done, save = self._done(learned, due)
-            self._rebalance()
+            rebalance(self.pool, self.rebalancer, self.queue, self.names)
             if now - last_log >= cfg.tracking.log_every_s:
                 sps = (self.env_steps - steps_at_log) / (now - last_log)
                 self._log(metrics, sps, now - start)
@@ -305,60 +305,6 @@ class Trainer:
         self.pool.publish(self.model, self.learner.version)
         metrics["charts/policy_lag_max"] = float(lag_max)
         return metrics
-
-    def _check_faults(self) -> None:
-        for ev in self.pool.events():
-            if ev.kind == "quarantine":  # the text names the task, counts, kinds, last error
-                print(f"WARNING: {ev.text}")
-                self.rebalancer.quarantine(ev.task)
-                continue
-            name = self.names[ev.task]
-            print(f"actor {ev.actor_id} of task {name!r} failed ({ev.kind}): {ev.text}")
-            if ev.kind != "lost":  # a lost node says nothing about how reliable the task is
-                self.rebalancer.observe_failure(ev.task, ev.lost_s)
-        faults = self.pool.faults
-        for i, f in enumerate(faults):
-            if f.quarantined:
-                self.rebalancer.quarantine(i)
-        if all(f.quarantined for f in faults):
-            raise UserError(
-                "every task is quarantined after repeated actor failures: "
-                + "; ".join(
-                    f"{n}: {f.reason or f.last_error}"
-                    for n, f in zip(self.names, faults, strict=True)
-                )
-            )
-
-    def _set_share_targets(self, shares: list[float | None]) -> None:
-        """Target shares for the gate and the loss weights: the tasks that have one (only the
-        rebalancer's actor tasks do) and actors running."""
-        actors = self.pool.actors_per_task()
-        self.queue.set_targets([s if actors[i] > 0 else None for i, s in enumerate(shares)])
-
-    def _rebalance(self) -> None:
-        """Apply the scheduler's decision when one is due (parallel pools only)."""
-        if not hasattr(self.pool, "set_actors"):
-            return
-        slots = self.pool.budget_slots() if hasattr(self.pool, "budget_slots") else None
-        if slots is not None:  # Ray: the budget follows the cluster's nodes
-            self.rebalancer.set_slots(slots)
-        current = self.pool.actors_per_task()
-        decision = self.rebalancer.decide(current)
-        if decision is None:
-            return
-        if not decision.changed:
-            self._set_share_targets(decision.shares)
-            return
-        moves = [
-            f"{n}: {a} -> {b} ({why})"
-            for n, a, b, why in zip(
-                self.names, current, decision.counts, decision.reasons, strict=True
-            )
-            if a != b
-        ]
-        print("scheduler: " + "; ".join(moves))
-        self.pool.set_actors(decision.counts)
-        self._set_share_targets(decision.shares)
 
     def _targets_reached(self) -> bool:
         targeted = [(i, r) for i, r in enumerate(self.results()) if r.target_score is not None]

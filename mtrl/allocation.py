@@ -1,0 +1,71 @@
+"""Between the scheduler and the actors: actor failures into the scheduler, its decisions into
+the actor pool and the share gate.
+
+The trainer calls these on every round of its loop. They hold no state of their own: the pool
+knows its actors and faults, the :class:`~mtrl.scheduler.Rebalancer` its statistics and
+timer, the :class:`~mtrl.unroll_queue.UnrollQueue` its gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mtrl.errors import UserError
+from mtrl.scheduler import Rebalancer
+from mtrl.unroll_queue import UnrollQueue
+
+__all__ = ["observe_faults", "rebalance", "set_share_targets"]
+
+
+def observe_faults(pool: Any, rebalancer: Rebalancer, names: Sequence[str]) -> None:
+    """Report the pool's new actor failures and quarantines to the scheduler; raise
+    :class:`UserError` once every task is quarantined (nothing left to train)."""
+    for ev in pool.events():
+        if ev.kind == "quarantine":  # the text names the task, counts, kinds, last error
+            print(f"WARNING: {ev.text}")
+            rebalancer.quarantine(ev.task)
+            continue
+        print(f"actor {ev.actor_id} of task {names[ev.task]!r} failed ({ev.kind}): {ev.text}")
+        if ev.kind != "lost":  # a lost node says nothing about how reliable the task is
+            rebalancer.observe_failure(ev.task, ev.lost_s)
+    faults = pool.faults
+    for i, f in enumerate(faults):
+        if f.quarantined:
+            rebalancer.quarantine(i)
+    if all(f.quarantined for f in faults):
+        raise UserError(
+            "every task is quarantined after repeated actor failures: "
+            + "; ".join(
+                f"{n}: {f.reason or f.last_error}" for n, f in zip(names, faults, strict=True)
+            )
+        )
+
+
+def set_share_targets(pool: Any, queue: UnrollQueue, shares: Sequence[float | None]) -> None:
+    """Target shares for the gate and the loss weights: the tasks that have one (only the
+    rebalancer's actor tasks do) and actors running."""
+    actors = pool.actors_per_task()
+    queue.set_targets([s if actors[i] > 0 else None for i, s in enumerate(shares)])
+
+
+def rebalance(pool: Any, rebalancer: Rebalancer, queue: UnrollQueue, names: Sequence[str]) -> None:
+    """Apply the scheduler's decision when one is due (parallel pools only)."""
+    if not hasattr(pool, "set_actors"):
+        return
+    slots = pool.budget_slots() if hasattr(pool, "budget_slots") else None
+    if slots is not None:  # Ray: the budget follows the cluster's nodes
+        rebalancer.set_slots(slots)
+    current = pool.actors_per_task()
+    decision = rebalancer.decide(current)
+    if decision is None:
+        return
+    if decision.changed:
+        moves = [
+            f"{n}: {a} -> {b} ({why})"
+            for n, a, b, why in zip(names, current, decision.counts, decision.reasons, strict=True)
+            if a != b
+        ]
+        print("scheduler: " + "; ".join(moves))
+        pool.set_actors(decision.counts)
+    set_share_targets(pool, queue, decision.shares)
