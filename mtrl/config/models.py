@@ -173,8 +173,11 @@ class PopArtConfig(ConfigModel):
     constant and σ collapses with their spread, while the value error that the moving shared
     torso leaves does not: measured in σ it grows as 1/σ and its gradient into the torso as
     1/σ², and the solved task's value noise can come to steer the shared network
-    (docs/BENCHMARKS.md, "Learning that holds"). Advantages stay in units of σ.
-    1: plain PopArt (the value error in units of σ)."""
+    (docs/BENCHMARKS.md, "Learning that holds"). The advantages are measured in the same
+    scale and the plain entropy bonus is multiplied by σ / scale, so a solved task's
+    advantages — noise of a fixed size in reward units — do not grow as its σ collapses and
+    move its policy at full strength (the floor's and ceiling's extra bonus is not scaled).
+    1: plain PopArt (value error and advantages in units of σ)."""
     sigma_min: PositiveFloat = 1e-4
     """Lower clip of each task's scale σ."""
     sigma_max: PositiveFloat = 1e6

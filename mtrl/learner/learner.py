@@ -9,9 +9,10 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 2. V-trace targets from the unnormalised values ``σ·n + μ`` under the *old* statistics;
 3. per-task PopArt statistics move toward the new targets, and the value heads are rescaled so
    every unnormalised output is preserved exactly;
-4. the loss — policy gradient with advantages divided by the task's σ, value regression on
-   normalised targets (its error counted in the task's value scale, a σ that falls slowly:
-   :func:`popart.slow_shrink <mtrl.learner.popart.slow_shrink>`), entropy bonus (a discrete
+4. the loss, each task's counted in its value scale, a σ that falls slowly
+   (:func:`popart.slow_shrink <mtrl.learner.popart.slow_shrink>`) — policy gradient with
+   advantages divided by that scale, value regression on normalised targets (its error
+   times (σ / scale)²), entropy bonus times σ / scale (a discrete
    task's grown while its entropy is under its floor, a squashed Gaussian's while its mean
    sits where tanh is flat: :mod:`mtrl.learner.entropy_floor`) — is
    averaged over genuine (non-reset) steps; one optimiser step with global gradient-norm
@@ -221,15 +222,20 @@ class Learner:
         self, parts: list[dict[str, Any]]
     ) -> tuple[list[torch.Tensor], list[int], torch.Tensor]:
         """Policy, value and entropy SUMS over valid steps (new statistics), the counts, and
-        the entropy-bonus sum (each task's entropy times its ``entropy_boost``).
+        the entropy-bonus sum (each task's entropy times σ / value scale plus its
+        ``entropy_boost`` − 1).
 
         Sums, not means: replicas divide by the count of the whole batch (``_global_count``).
         """
         w, b = self.model.value_weight, self.model.value_bias
         mu, sigma = self._stats()
-        # (σ / value scale)² ≤ 1: each value error counts in the slow-falling scale (1 without
-        # PopArt, whose σ and scale both stay 1).
-        value_factor = (sigma / self.value_scale.float()) ** 2
+        # Each task's loss counts in its slow-falling value scale (σ and the scale both stay 1
+        # without PopArt): the value error times (σ / scale)² ≤ 1, the advantages divided by
+        # the scale and the plain entropy bonus times σ / scale, so a solved task's noise does not
+        # grow as its σ collapses, and its policy keeps the balance of advantage and bonus.
+        scale = self.value_scale.float()
+        policy_factor = sigma / scale
+        value_factor = policy_factor**2
         cfg = self.cfg
         boost = self.boost.multipliers().to(sigma)
         pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
@@ -239,13 +245,15 @@ class Learner:
             mask = batch.valid.float()
             n_pred = p["h"][:-1] @ w[k] + b[k]  # new (rescaled) head
             target = (p["vt"].vs - mu[k]) / sigma[k]
-            adv = p["vt"].pg_advantages / sigma[k]
+            adv = p["vt"].pg_advantages / scale[k]
             entropy = dist.entropy()
             weight = batch.loss_weight
             pg = -(p["logp"] * adv * mask).sum() * weight
             v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight * value_factor[k]
             ent = (entropy * mask).sum() * weight
-            bonus = ent * boost[k]
+            # The floor's and ceiling's extra bonus (boost − 1) enforces a constraint: it
+            # stays in units of entropy_coef, however small σ / scale has become.
+            bonus = ent * (policy_factor[k] + boost[k] - 1.0)
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
             bonus_sum = bonus_sum + bonus
             p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * bonus

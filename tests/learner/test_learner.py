@@ -223,6 +223,44 @@ def test_a_solved_tasks_value_gradient_does_not_grow_as_its_spread_collapses(
         assert float(learner.value_scale[0]) > 0.7 * sigma_before  # 0.999^300 ≈ 0.74
 
 
+def _policy_terms(learner: Learner, batch: TaskBatch) -> tuple[float, float]:
+    """The gradient norm of the policy-gradient term over the whole model, and the entropy
+    bonus (its sum, boost and σ / scale included) — both as the loss counts them."""
+    learner.model.zero_grad(set_to_none=True)
+    _, parts = learner._forward([batch])
+    sums, _, bonus = learner._loss_sums(parts)
+    sums[0].backward()
+    grads = [p.grad.flatten() for p in learner.model.parameters() if p.grad is not None]
+    return float(torch.cat(grads).norm()), float(bonus.detach())
+
+
+@pytest.mark.parametrize("shrink", [1.0, 1e-3])
+def test_a_solved_tasks_policy_terms_do_not_grow_as_its_spread_collapses(shrink: float) -> None:
+    """Frozen model, targets' spread collapsing from ~20 to ~0.02 as above. A solved task's
+    advantages are noise of a fixed size in reward units: divided by σ (plain PopArt) its
+    policy gradient grows as σ falls, so a solved policy random-walks at full strength;
+    divided by the slowly falling value scale it does not grow, and the entropy bonus shrinks
+    by σ / scale with it, keeping the balance of the two."""
+    popart = {"beta": 0.05, "value_scale_shrink": shrink}
+    learner = _learner(learning_rate=1e-12, gamma=1.0, popart=popart)
+    for i in range(100):
+        learner.update([_solved_task_batch(0.0, 10.0, i)])
+    probe = _solved_task_batch(0.0, 0.01, 999)
+    pg_before, bonus_before = _policy_terms(learner, probe)
+    ratio_before = float(learner.sigma[0] / learner.value_scale[0])
+    for i in range(300):
+        learner.update([_solved_task_batch(0.0, 0.01, 100 + i)])
+    pg_after, bonus_after = _policy_terms(learner, probe)
+    ratio_after = float(learner.sigma[0] / learner.value_scale[0])
+    if shrink == 1.0:
+        assert pg_after > 100 * pg_before  # measured ~930x: σ fell ~1000-fold
+        assert bonus_after == pytest.approx(bonus_before, rel=1e-4)
+    else:
+        assert pg_after < 1.5 * pg_before  # measured 1.35x: 1 / 0.999^300, the scale's fall
+        assert ratio_after < ratio_before / 50
+        assert bonus_after == pytest.approx(bonus_before * ratio_after / ratio_before, rel=1e-3)
+
+
 def test_value_scale_survives_a_checkpoint_and_old_checkpoints_start_it_at_sigma() -> None:
     learner = _learner(popart={"beta": 0.5})
     for i in range(5):
