@@ -1,9 +1,11 @@
 """Ray actors (``actors.mode: ray``): overhead against process actors, and weak scaling of
 latency-bound simulations over simulated nodes.
 
-``overhead``: the same config in process mode and in ray mode (embedded Ray), runs alternating
-(process, ray, process, ray, ...), env steps/s after warm-up — MinAtar breakout (2 actors of
-16 envs) and a 1 ms/step simulation (``chaos/wrap`` with ``step_delay_s: 0.001`` around
+``overhead``: the same config in process mode and in ray mode (embedded Ray) — every actor a
+Ray actor acting with its own policy copy (``ray``), and every actor local with central
+inference (``ray_local``, ``actors.ray.local_actors`` = the actors) — runs alternating
+(process, ray, ray_local, process, ...), env steps/s after warm-up: MinAtar breakout (2 actors
+of 16 envs) and a 1 ms/step simulation (``chaos/wrap`` with ``step_delay_s: 0.001`` around
 CartPole, 4 actors of 16 envs). Targets (issue 13): ray >= 0.8 (MinAtar) and >= 0.9 (1 ms) of
 process mode.
 
@@ -52,13 +54,19 @@ WORKLOADS = {
 }
 
 
-def _config(tasks: str, mode: str, actors: int, run_dir: str, extra: str = "") -> Any:
+#: The overhead's arms: name -> (actors.mode, actors.ray.local_actors as a share of the actors).
+ARMS = {"process": ("process", 0), "ray": ("ray", 0), "ray_local": ("ray", 1)}
+
+
+def _config(
+    tasks: str, mode: str, actors: int, run_dir: str, extra: str = "", local: int = 0
+) -> Any:
     return parse_config(
         f"""
 name: ray-bench-{mode}
 total_env_steps: 1000000000
 scheduler: {{num_actors: {actors}, rebalance_every_s: 1000}}
-actors: {{mode: {mode}}}
+actors: {{mode: {mode}, ray: {{local_actors: {local}}}}}
 checkpoint: {{enabled: false}}
 tracking: {{run_dir: {run_dir}, log_every_s: 2, console: quiet, csv: false,
             wandb: {{mode: disabled}}}}
@@ -122,30 +130,29 @@ def overhead(seconds: float, repeat: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (tasks, actors) in WORKLOADS.items():
-            runs: dict[str, list[dict[str, Any]]] = {"process": [], "ray": []}
+            runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
             for r in range(repeat):
-                for mode in ("process", "ray"):
-                    res = _timed_run(_config(tasks, mode, actors, tmp), seconds, seconds / 4)
-                    runs[mode].append(res)
+                for arm, (mode, share) in ARMS.items():
+                    cfg = _config(tasks, mode, actors, tmp, local=share * actors)
+                    res = _timed_run(cfg, seconds, seconds / 4)
+                    runs[arm].append(res)
                     print(
-                        f"{name:8s} {mode:7s} run {r}: {res['env_steps_per_s']:9,.0f} env "
+                        f"{name:8s} {arm:9s} run {r}: {res['env_steps_per_s']:9,.0f} env "
                         f"steps/s, {res['updates_per_s']:.1f} updates/s, lag "
                         f"{res['policy_lag_mean'] or float('nan'):.2f}",
                         flush=True,
                     )
             med = {m: sorted(x["env_steps_per_s"] for x in v)[len(v) // 2] for m, v in runs.items()}
-            ratios = [
-                b["env_steps_per_s"] / a["env_steps_per_s"]
-                for a, b in zip(runs["process"], runs["ray"], strict=True)
-            ]
-            out[name] = {
-                "actors": actors,
-                "runs": runs,
-                "median_env_steps_per_s": med,
-                "ray_over_process_per_pair": ratios,
-                "ray_over_process_median": sorted(ratios)[len(ratios) // 2],
-            }
-            print(f"{name}: ray / process = {', '.join(f'{x:.2f}' for x in ratios)}", flush=True)
+            out[name] = {"actors": actors, "runs": runs, "median_env_steps_per_s": med}
+            for arm in ("ray", "ray_local"):
+                ratios = [
+                    b["env_steps_per_s"] / a["env_steps_per_s"]
+                    for a, b in zip(runs["process"], runs[arm], strict=True)
+                ]
+                out[name][f"{arm}_over_process_per_pair"] = ratios
+                out[name][f"{arm}_over_process_median"] = sorted(ratios)[len(ratios) // 2]
+                text = ", ".join(f"{x:.2f}" for x in ratios)
+                print(f"{name}: {arm} / process = {text}", flush=True)
     return out
 
 

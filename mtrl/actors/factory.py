@@ -1,4 +1,5 @@
-"""The actor pool a config asks for (``actors.mode``): serial, process/thread, or Ray.
+"""The actor pool a config asks for (``actors.mode``): serial, process/thread, or Ray (with
+``actors.ray.local_actors``, Ray beside local workers with central inference).
 
 Ray's pool is imported only when asked for, so Ray stays an optional extra.
 """
@@ -33,6 +34,20 @@ def make_pool(
             tasks, envs, cfg.learner.unroll_length, InferenceModel(model, shared=True)
         )
     faults = FaultPolicy(max_restarts=sc.max_restarts, step_timeout_s=sc.step_timeout_s)
+    if mode == "ray" and cfg.actors.ray.local_actors > 0:
+        from mtrl.actors.hybrid_pool import HybridPool
+
+        return HybridPool(
+            tasks,
+            cfg.learner.unroll_length,
+            InferenceModel(model),
+            local_actors=cfg.actors.ray.local_actors,
+            placements=[t.placement for t in cfg.tasks],
+            ray_config=cfg.actors.ray,
+            num_slots=cfg.actors.slots_per_actor,
+            start_method=cfg.actors.start_method,
+            faults=faults,
+        )
     if mode == "ray":
         from mtrl.actors.ray_pool import RayPool
 

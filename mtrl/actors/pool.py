@@ -21,6 +21,7 @@ for debugging: an env error there propagates with its traceback.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing as mp
 import queue
 import signal
@@ -191,7 +192,12 @@ class ParallelPool:
         num_slots: int = 2,
         start_method: str = "spawn",
         faults: FaultPolicy | None = None,
+        book: FaultBook | None = None,
+        ids: Iterator[int] | None = None,
     ) -> None:
+        """``book`` and ``ids``: a fault book and actor-id counter shared with another pool
+        (:class:`~mtrl.actors.hybrid_pool.HybridPool`); the book's owner then starts the due
+        restarts and counts the pending ones, not this pool."""
         if mode not in ("process", "thread"):
             raise ValueError(f"unknown actor mode {mode!r}")
         self.mode = mode
@@ -200,8 +206,10 @@ class ParallelPool:
         self.num_slots = num_slots
         self.inference = inference
         self.fault_policy = faults or FaultPolicy()
-        self.book = FaultBook(self.fault_policy, [t.name if t else None for t in tasks])
+        self.owns_book = book is None
+        self.book = book or FaultBook(self.fault_policy, [t.name if t else None for t in tasks])
         self.faults = self.book.faults
+        self._ids = ids or itertools.count()
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
             # Starts and restarts fork from a server that has imported the worker and loaded
@@ -210,19 +218,21 @@ class ParallelPool:
         self._outbox: queue.Queue = queue.Queue()
         self.server = InferenceServer(inference, self._outbox)
         self._handles: dict[int, ActorHandle] = {}
-        self._next_id = 0
         self._started_per_task: dict[int, int] = defaultdict(int)
         self._abandoned: list[threading.Thread] = []
         self.server.start()
 
     # -- actors -------------------------------------------------------------------------------
+    def actor_ids(self, task: int) -> list[int]:
+        """Ids of ``task``'s running actors (not stopping), oldest first."""
+        mine = (i for i, h in self._handles.items() if h.spec.task == task)
+        return sorted(i for i in mine if self._handles[i].alive and not self._handles[i].stopping)
+
     def actors_per_task(self) -> list[int]:
-        """Running actors per task, counting those waiting to be restarted."""
-        counts = [0] * len(self.tasks)
-        for h in self._handles.values():
-            if h.alive and not h.stopping:
-                counts[h.spec.task] += 1
-        for task in self.book.pending():
+        """Running actors per task, counting those waiting to be restarted (when this pool
+        owns its fault book)."""
+        counts = [len(self.actor_ids(task)) for task in range(len(self.tasks))]
+        for task in self.book.pending() if self.owns_book else []:
             counts[task] += 1
         return counts
 
@@ -242,8 +252,7 @@ class ParallelPool:
             {f"s{i}:{name}": f for i in range(self.num_slots) for name, f in fields.items()},
             prefix=f"mtrl-{task}-",
         )
-        actor_id = self._next_id
-        self._next_id += 1
+        actor_id = next(self._ids)
         spec = ActorSpec(
             **t.job_fields(actor_id, k, self.unroll_length),
             layout=arena.layout,
@@ -288,14 +297,8 @@ class ParallelPool:
         for task, start, stop in actor_changes(self.actors_per_task(), counts, self.book):
             for _ in range(start):
                 self.start_actor(task)
-            if stop > 0:
-                mine = [
-                    h.spec.actor_id
-                    for h in self._handles.values()
-                    if h.spec.task == task and h.alive and not h.stopping
-                ]
-                for actor_id in sorted(mine, reverse=True)[:stop]:
-                    self.stop_actor(actor_id)
+            for actor_id in self.actor_ids(task)[::-1][:stop]:
+                self.stop_actor(actor_id)
 
     def abandoned_threads(self) -> int:
         """Hung thread-mode actors that were given up on and have not returned yet."""
@@ -373,7 +376,7 @@ class ParallelPool:
     def _supervise(self) -> None:
         """Restart due actors; kill actors stuck in one env step past the timeout."""
         now = time.monotonic()
-        for task in self.book.due(now):
+        for task in self.book.due(now) if self.owns_book else []:
             self.start_actor(task)
         fp = self.fault_policy
         for h in list(self._handles.values()):

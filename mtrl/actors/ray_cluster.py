@@ -38,15 +38,19 @@ def ray_mode_problems(cfg: Any, source: str) -> list[str]:
 
 
 def placement_notes(cfg: Any) -> list[str]:
-    """Warnings: a task placement that the config's actor mode ignores."""
-    if cfg.actors.mode == "ray":
+    """Warnings: a task placement or Ray setting that the config's actor mode ignores."""
+    mode = cfg.actors.mode
+    if mode == "ray":
         return []
     default = TaskPlacement()
-    return [
-        f"tasks[{i}].placement is only used with actors.mode: ray (mode is {cfg.actors.mode})"
+    notes = [
+        f"tasks[{i}].placement is only used with actors.mode: ray (mode is {mode})"
         for i, t in enumerate(cfg.tasks)
         if t.placement != default
     ]
+    if cfg.actors.ray != RayConfig():
+        notes.append(f"actors.ray is only used with actors.mode: ray (mode is {mode})")
+    return notes
 
 
 @dataclass
@@ -104,6 +108,11 @@ def cluster_cpus() -> float:
     """CPUs of the live nodes of the cluster (changes as nodes join and leave)."""
     ray = import_ray()
     return float(sum(n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")))
+
+
+def this_node() -> str:
+    """Id of the node this process runs on (connected to the cluster)."""
+    return str(import_ray().get_runtime_context().get_node_id())
 
 
 def alive_nodes() -> set[str]:

@@ -29,10 +29,12 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
 from __future__ import annotations
 
 import copy
+import itertools
 import statistics
 import time
 import warnings
 from collections import Counter, defaultdict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,14 +94,19 @@ class RayPool:
         ray_config: RayConfig | None = None,
         num_slots: int = 2,
         faults: FaultPolicy | None = None,
+        book: FaultBook | None = None,
+        ids: Iterator[int] | None = None,
     ) -> None:
+        """``book`` and ``ids``: shared with another pool, as
+        :class:`~mtrl.actors.pool.ParallelPool`'s (the book's owner restarts actors)."""
         self.tasks = tasks
         self.unroll_length = unroll_length
         self.num_slots = num_slots
         self.greedy = inference.greedy
         self.placements = placements or [TaskPlacement() for _ in tasks]
         self.fault_policy = faults or FaultPolicy()
-        self.book = FaultBook(self.fault_policy, [t.name if t else None for t in tasks])
+        self.owns_book = book is None
+        self.book = book or FaultBook(self.fault_policy, [t.name if t else None for t in tasks])
         self.faults = self.book.faults
         self.ray_config = ray_config or RayConfig()
         self.session = connect(self.ray_config)
@@ -112,16 +119,19 @@ class RayPool:
         self._learner_model: torch.nn.Module | None = None
         self._weights: tuple[int, Any] | None = None  # (version, object ref) last put
         self._actors: dict[int, _Actor] = {}
-        self._next_id = 0
+        self._ids = ids or itertools.count()
         self._started_per_task: dict[int, int] = defaultdict(int)
 
     # -- actors -------------------------------------------------------------------------------
+    def actor_ids(self, task: int) -> list[int]:
+        """Ids of ``task``'s live actors, oldest first."""
+        return sorted(i for i, a in self._actors.items() if a.spec.task == task)
+
     def actors_per_task(self) -> list[int]:
-        """Live actors per task, counting those waiting to be restarted."""
-        counts = [0] * len(self.tasks)
-        for a in self._actors.values():
-            counts[a.spec.task] += 1
-        for task in self.book.pending():
+        """Live actors per task, counting those waiting to be restarted (when this pool owns
+        its fault book)."""
+        counts = [len(self.actor_ids(task)) for task in range(len(self.tasks))]
+        for task in self.book.pending() if self.owns_book else []:
             counts[task] += 1
         return counts
 
@@ -151,8 +161,7 @@ class RayPool:
         assert t is not None
         k = self._started_per_task[task]
         self._started_per_task[task] += 1
-        actor_id = self._next_id
-        self._next_id += 1
+        actor_id = next(self._ids)
         spec = RemoteActorSpec(
             **t.job_fields(actor_id, k, self.unroll_length),
             greedy=self.greedy,
@@ -178,8 +187,7 @@ class RayPool:
         for task, start, stop in actor_changes(self.actors_per_task(), counts, self.book, pinned):
             for _ in range(start):
                 self.start_actor(task)
-            mine = sorted((i for i, a in self._actors.items() if a.spec.task == task), reverse=True)
-            for actor_id in mine[:stop]:
+            for actor_id in self.actor_ids(task)[::-1][:stop]:
                 self.stop_actor(actor_id)
 
     # -- the trainer's loop -------------------------------------------------------------------
@@ -282,7 +290,7 @@ class RayPool:
     def _supervise(self) -> None:
         """Restart due actors; kill actors whose unroll runs far past their usual time."""
         now = time.monotonic()
-        for task in self.book.due(now):
+        for task in self.book.due(now) if self.owns_book else []:
             self.start_actor(task)
         fp = self.fault_policy
         for a in list(self._actors.values()):

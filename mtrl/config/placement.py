@@ -42,3 +42,11 @@ class RayConfig(ConfigModel):
     tasks, so nodes joining or leaving change how many actors the scheduler shares out."""
     reserve_cpus: float = Field(default=1.0, ge=0)
     """With ``budget_from_cluster``: CPUs of the cluster left to the learner and the driver."""
+    local_actors: int = Field(default=0, ge=0)
+    """Up to this many actors run on the learner's machine as worker processes answered by
+    the central batched inference server (process mode's arrangement: one forward per task for
+    all of them, on the learner's device) instead of as Ray actors each acting with its own
+    CPU copy of the policy; the others are Ray actors anywhere in the cluster. Tasks pinned by
+    ``placement.resources`` always go to Ray. Count these cores out of the Ray node on the
+    learner's machine (``ray start --num-cpus``, or ``num_cpus`` here for an embedded Ray);
+    with ``budget_from_cluster`` they add to the budget. 0: every actor is a Ray actor."""

@@ -477,6 +477,123 @@ def unplaceable_task_is_a_fault() -> dict[str, Any]:
     }
 
 
+def local_and_remote_actors(tmp: str, total_env_steps: int = 120_000) -> dict[str, Any]:
+    """``actors.ray.local_actors: 2`` on a head node without CPUs and one worker node with a
+    custom resource ``sim_b``: the unpinned task's two actors run here as worker processes with
+    central inference, the pinned task's on its node as Ray actors."""
+    from mtrl.config import parse_config
+    from mtrl.trainer import Trainer
+
+    cluster, (node_b,) = _cluster([{"num_cpus": 3, "resources": {"sim_b": 2}}])
+    cfg = parse_config(
+        f"""
+name: hybrid
+seed: 1
+total_env_steps: {total_env_steps}
+tasks:
+  - {{env: gymnasium/CartPole-v1, name: anywhere, num_envs: 8, target_score: 150}}
+  - env: gymnasium/CartPole-v1
+    name: pinned
+    num_envs: 8
+    target_score: 150
+    placement: {{num_cpus: 1, resources: {{sim_b: 1}}}}
+actors: {{mode: ray, ray: {{local_actors: 2}}}}
+scheduler: {{num_actors: 4}}
+learner: {{unroll_length: 16, batch_size: 16}}
+tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, wandb: {{mode: disabled}}}}
+checkpoint: {{enabled: false}}
+"""
+    )
+    trainer = Trainer(cfg, console=False)
+    try:
+        result = trainer.run()
+        pool = trainer.pool
+        remote_nodes = [a.node for a in pool.remote._actors.values()]
+        metrics = json.loads((trainer.run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+        out = {
+            "kind": type(pool).__name__,
+            "local": pool.local_per_task(),
+            "remote": pool.remote.actors_per_task(),
+            "remote_nodes": remote_nodes,
+            "steps": {t.name: t.env_steps for t in result.tasks},
+            "tasks": {
+                t.name: {"final": t.mean_return, "greedy": t.greedy_eval} for t in result.tasks
+            },
+            "node_metrics": {k: v for k, v in metrics.items() if k.startswith("actors/")},
+            "faults": [f.faults for f in pool.faults],
+        }
+    finally:
+        trainer.close()
+    return {"head": cluster.head_node.node_id, "sim_b": node_b.node_id, **out}
+
+
+def local_and_remote_faults(tmp: str) -> dict[str, Any]:
+    """Faults with actors on both sides, one fault book: a task that always raises, with one
+    local and one Ray actor, is quarantined once and loses its actors on both sides; a local
+    worker process killed by its env is counted once and restarted (here: the quarantined
+    task's room)."""
+    import ray
+
+    from mtrl.actors.hybrid_pool import HybridPool
+    from mtrl.config import parse_config
+    from mtrl.trainer import Trainer
+
+    ray.init(num_cpus=4, include_dashboard=False)
+    once = f"faulty_instances: 1, marker_dir: {tmp}/markers"
+    cfg = parse_config(
+        f"""
+total_env_steps: 30000
+scheduler: {{num_actors: 6, max_restarts: 1, step_timeout_s: 5.0}}
+actors: {{mode: ray, ray: {{local_actors: 3}}}}
+learner: {{unroll_length: 8, batch_size: 8, model: {{encoder_dim: 16, torso: [16]}}}}
+tasks:
+  - {{env: chaos/wrap, name: killed, num_envs: 4,
+      env_kwargs: {{env: gymnasium/CartPole-v1, step_delay_s: 0.002, kill_after: 11, {once}/kill}}}}
+  - {{env: chaos/wrap, name: broken, num_envs: 4, env_kwargs: {{raise_after: 0}}}}
+  - {{env: chaos/wrap, name: healthy, num_envs: 4,
+      env_kwargs: {{env: gymnasium/CartPole-v1, step_delay_s: 0.002}}}}
+"""
+        + QUIET
+    )
+    first: dict[str, Any] = {}
+    set_actors = HybridPool.set_actors
+
+    def recorded(pool: HybridPool, counts: list[int]) -> None:
+        set_actors(pool, counts)
+        if not first:  # the run's first allocation, before any actor could fail
+            first.update(
+                counts=list(counts),
+                local=pool.local_per_task(),
+                remote=pool.remote.actors_per_task(),
+            )
+
+    HybridPool.set_actors = recorded  # type: ignore[method-assign]
+    trainer = Trainer(cfg, write_run_dir=False, console=False)
+    try:
+        result = trainer.run()
+        pool = trainer.pool
+        faults = [
+            {
+                "faults": f.faults,
+                "by_kind": f.by_kind,
+                "restarts": f.restarts,
+                "quarantined": f.quarantined,
+                "reason": f.reason,
+            }
+            for f in pool.faults
+        ]
+        end = {"local": pool.local_per_task(), "remote": pool.remote.actors_per_task()}
+    finally:
+        trainer.close()
+    return {
+        "first": first,
+        "end": end,
+        "faults": faults,
+        "task_steps": {t.name: t.env_steps for t in result.tasks},
+        "env_steps": result.env_steps,
+    }
+
+
 def _teardown() -> None:
     """Disconnect and stop every Ray process this scenario started (simulated nodes too)."""
     import ray
