@@ -25,6 +25,16 @@ tracking: {console: quiet, log_every_s: 1.0, csv: false, wandb: {mode: disabled}
 """
 
 
+#: Two CartPole tasks, the second pinned by a custom resource to the nodes that offer ``sim_b``.
+ANYWHERE_AND_PINNED = """tasks:
+  - {env: gymnasium/CartPole-v1, name: anywhere, num_envs: 8, target_score: 150}
+  - env: gymnasium/CartPole-v1
+    name: pinned
+    num_envs: 8
+    target_score: 150
+    placement: {num_cpus: 1, resources: {sim_b: 1}}"""
+
+
 def _cluster(workers: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
     """A head node with no CPUs (nothing but the driver's bookkeeping runs there) and
     ``workers`` (``add_node`` kwargs): the cluster and the worker nodes; this process is
@@ -134,13 +144,7 @@ def trains_on_three_nodes(tmp: str, total_env_steps: int = 160_000) -> dict[str,
 name: three-nodes
 seed: 1
 total_env_steps: {total_env_steps}
-tasks:
-  - {{env: gymnasium/CartPole-v1, name: anywhere, num_envs: 8, target_score: 150}}
-  - env: gymnasium/CartPole-v1
-    name: pinned
-    num_envs: 8
-    target_score: 150
-    placement: {{num_cpus: 1, resources: {{sim_b: 1}}}}
+{ANYWHERE_AND_PINNED}
 actors: {{mode: ray, slots_per_actor: 2}}
 scheduler: {{num_actors: 4}}
 learner: {{unroll_length: 16, batch_size: 16}}
@@ -490,13 +494,7 @@ def local_and_remote_actors(tmp: str, total_env_steps: int = 120_000) -> dict[st
 name: hybrid
 seed: 1
 total_env_steps: {total_env_steps}
-tasks:
-  - {{env: gymnasium/CartPole-v1, name: anywhere, num_envs: 8, target_score: 150}}
-  - env: gymnasium/CartPole-v1
-    name: pinned
-    num_envs: 8
-    target_score: 150
-    placement: {{num_cpus: 1, resources: {{sim_b: 1}}}}
+{ANYWHERE_AND_PINNED}
 actors: {{mode: ray, ray: {{local_actors: 2}}}}
 scheduler: {{num_actors: 4}}
 learner: {{unroll_length: 16, batch_size: 16}}
