@@ -238,6 +238,21 @@ learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [
     }
 
 
+def _fault_records(pool: Any) -> list[dict[str, Any]]:
+    """Each task's fault record as JSON."""
+    return [
+        {
+            "faults": f.faults,
+            "by_kind": f.by_kind,
+            "restarts": f.restarts,
+            "quarantined": f.quarantined,
+            "reason": f.reason,
+            "last_error": f.last_error,
+        }
+        for f in pool.faults
+    ]
+
+
 def faults_are_counted(tmp: str) -> dict[str, Any]:
     """The fault run of tests/training/test_fault_run.py, with Ray actors."""
     import ray
@@ -272,17 +287,7 @@ tasks:"""
     trainer = Trainer(cfg, write_run_dir=False, console=False)
     try:
         result = trainer.run()
-        faults = [
-            {
-                "faults": f.faults,
-                "by_kind": f.by_kind,
-                "restarts": f.restarts,
-                "quarantined": f.quarantined,
-                "reason": f.reason,
-                "last_error": f.last_error,
-            }
-            for f in trainer.pool.faults
-        ]
+        faults = _fault_records(trainer.pool)
     finally:
         trainer.close()
     return {
@@ -570,16 +575,7 @@ tasks:
     try:
         result = trainer.run()
         pool = trainer.pool
-        faults = [
-            {
-                "faults": f.faults,
-                "by_kind": f.by_kind,
-                "restarts": f.restarts,
-                "quarantined": f.quarantined,
-                "reason": f.reason,
-            }
-            for f in pool.faults
-        ]
+        faults = _fault_records(pool)
         end = {"local": pool.local_per_task(), "remote": pool.remote.actors_per_task()}
     finally:
         trainer.close()
