@@ -9,7 +9,8 @@ per task, as sums over the genuine (non-reset) steps of one update so replicas c
   low-variance estimator ``(r − 1) − log r``, ``r = π/μ`` (Schulman 2020, "Approximating KL
   divergence"); 0 when they agree, large when stale unrolls meet a fast-moving policy;
 * ``rho``, ``rho_clipped``: mean importance ratio π/μ and the fraction clipped at ρ̄;
-* ``adv_abs``: mean |advantage| as the policy gradient sees it (divided by the task's σ);
+* ``adv_abs``: mean |advantage| as the policy gradient sees it (divided by the task's value
+  scale, :class:`mtrl.learner.learner.Learner`);
 * ``value_error``, ``value_ev``: mean squared error of the normalised value against its
   normalised V-trace target, and the explained variance 1 − MSE / Var(target);
 * Gaussian heads (``Box`` actions): ``log_std`` (mean of the learned log-std) and

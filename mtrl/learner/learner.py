@@ -38,6 +38,7 @@ from mtrl.config import LearnerConfig
 from mtrl.learner import diagnostics, popart, schedule
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
+from mtrl.learner.diagnostic_window import DiagnosticWindow
 from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.entropy_boost import EntropyBoost
 from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
@@ -98,11 +99,7 @@ class Learner:
         )
         self.version = 0
         self.optimizer = make_optimizer(param_groups(model, lr_scales), cfg)
-        # Per-task diagnostic sums and torso-gradient shares since the last
-        # :meth:`pop_diagnostics` (float64, [K, len(FIELDS)] and [K] with a count).
-        self._diag_sums = torch.zeros(k, len(diagnostics.FIELDS), dtype=torch.float64)
-        self._share_sums = torch.zeros(k, dtype=torch.float64)
-        self._share_count = 0
+        self.window = DiagnosticWindow(self.task_names, model.gaussian)
 
     @property
     def local_tasks(self) -> list[int]:
@@ -321,10 +318,7 @@ class Learner:
         reduced = self._reduce_metric_sums(torch.cat([local, extra, diag.reshape(-1)])).cpu()
         pg, v, ent, lags = reduced[:4].tolist()
         diag = reduced[4:].reshape(diag.shape)
-        self._diag_sums += diag
-        if shares is not None:
-            self._share_sums += torch.tensor(shares, dtype=torch.float64)
-            self._share_count += 1
+        self.window.add(diag, shares)
         metrics = {
             "losses/total": (pg + cfg.value_coef * v - cfg.entropy_coef * ent) / n,
             "losses/policy": pg / n,
@@ -341,31 +335,13 @@ class Learner:
                 metrics[f"popart/{name}/mu"] = mus[i]
                 metrics[f"popart/{name}/sigma"] = sigmas[i]
                 metrics[f"popart/{name}/value_scale"] = scales[i]
-        metrics.update(self._diagnostic_metrics(diag, shares))
+        metrics.update(self.window.metrics(diag, shares))
         return metrics, diag
-
-    def _diagnostic_metrics(
-        self, diag: torch.Tensor, shares: Sequence[float] | torch.Tensor | None
-    ) -> dict[str, float]:
-        """``learner/<task>/<figure>`` from per-task diagnostic sums and torso shares."""
-        out: dict[str, float] = {}
-        for i, name in enumerate(self.task_names):
-            gaussian = self.model.gaussian[i]
-            for key, value in diagnostics.task_means(diag[i], gaussian).items():
-                out[f"learner/{name}/{key}"] = value
-            if shares is not None and diag[i, 0] > 0:
-                out[f"learner/{name}/torso_grad_share"] = float(shares[i])
-        return out
 
     def pop_diagnostics(self) -> dict[str, float]:
         """Per-task diagnostics averaged over every update since the last call (the trainer
         logs these: one update's figures are noisy), then start a new window."""
-        shares = self._share_sums / self._share_count if self._share_count else None
-        out = self._diagnostic_metrics(self._diag_sums, shares)
-        self._diag_sums.zero_()
-        self._share_sums.zero_()
-        self._share_count = 0
-        return out
+        return self.window.pop()
 
     @torch.no_grad()
     def _popart_update(self, parts: list[dict[str, Any]]) -> None:
