@@ -231,7 +231,10 @@ class ParallelPool:
     def actors_per_task(self) -> list[int]:
         """Running actors per task, counting those waiting to be restarted (when this pool
         owns its fault book)."""
-        counts = [len(self.actor_ids(task)) for task in range(len(self.tasks))]
+        counts = [0] * len(self.tasks)
+        for h in self._handles.values():
+            if h.alive and not h.stopping:
+                counts[h.spec.task] += 1
         for task in self.book.pending() if self.owns_book else []:
             counts[task] += 1
         return counts

@@ -130,7 +130,9 @@ class RayPool:
     def actors_per_task(self) -> list[int]:
         """Live actors per task, counting those waiting to be restarted (when this pool owns
         its fault book)."""
-        counts = [len(self.actor_ids(task)) for task in range(len(self.tasks))]
+        counts = [0] * len(self.tasks)
+        for a in self._actors.values():
+            counts[a.spec.task] += 1
         for task in self.book.pending() if self.owns_book else []:
             counts[task] += 1
         return counts
