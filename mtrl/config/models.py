@@ -270,20 +270,35 @@ class LearnerConfig(ConfigModel):
     lam: float = Field(default=1.0, ge=0, le=1)
     """V-trace λ mixing of multi-step targets."""
     entropy_coef: float = Field(default=0.01, ge=0)
-    """Weight of the entropy bonus."""
+    """Weight of a discrete policy's entropy bonus, and the unit of the extra bonus the
+    entropy floor and saturation ceiling add (to any policy)."""
+    gaussian_entropy_coef: float = Field(default=0.0, ge=0)
+    """Weight of a Gaussian policy's plain entropy bonus. 0 by default, as in PPO's MuJoCo
+    settings (Stable-Baselines3, CleanRL): a squashed Gaussian's entropy falls as its mean
+    leaves the middle of the action range, so the bonus pulls every state's action toward
+    the middle whatever the returns. Measured on InvertedPendulum (docs/BENCHMARKS.md): with
+    it the exploring policy ended at 855–942 in 6 of 30 runs while the greedy one scored
+    1000; without it the policy pushes to the bounds in the states that need full force (its
+    mean past the squash's knee on ~8 % of states instead of ~2 %, its log-std no lower),
+    where the noise is squashed away. What keeps the mean from drifting out where tanh is
+    flat on too many states is then the saturation ceiling alone (``saturation_ceiling``)."""
     entropy_floor: float = Field(default=0.2, ge=0, lt=1)
     """A floor under each discrete task's policy entropy, as a fraction of its uniform
     policy's (log of the action count): while the entropy is below, the task's entropy bonus
     grows (up to 100x), and it decays back once above. It keeps a policy that turned
     deterministic early at a poor behaviour from staying there (mtrl/learner/entropy_floor.py
     says why). Gaussian policies are not affected; 0 turns it off."""
-    saturation_ceiling: float = Field(default=0.2, gt=0, le=1)
+    saturation_ceiling: float = Field(default=0.1, gt=0, le=1)
     """A ceiling on the fraction of a bounded continuous task's action dims whose Gaussian mean
-    lies where the tanh squash is flat (``|mean| > 2``): while above it, the task's entropy
+    lies where the tanh squash is flat (``|mean| > 2``): while above it, an extra entropy
     bonus — the squashed action's, whose gradient pulls the mean back where actions differ —
-    grows as under ``entropy_floor`` (up to 100x) and decays back once below. A fast-moving
+    of ``entropy_coef · (boost − 1)`` grows as under ``entropy_floor`` (boost up to 100) and
+    decays back once below. A fast-moving
     policy can throw the mean out there, where every sample is the same env action and the
-    policy gradient carries no signal (mtrl/learner/entropy_floor.py says why). Needs
+    policy gradient carries no signal (mtrl/learner/entropy_floor.py says why). 0.1, not
+    0.2, since a Gaussian's plain bonus is off (``gaussian_entropy_coef``): without its pull
+    the fraction drifted to 0.15–0.18 in some InvertedPendulum runs, one of which then fell
+    from 924 to 114; at 0.1 it stayed under 0.1 in 20 of 20 (docs/BENCHMARKS.md). Needs
     ``model.squashed_entropy``; 1 turns it off."""
     value_coef: float = Field(default=0.5, ge=0)
     """Weight of the value loss."""

@@ -12,9 +12,10 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 4. the loss, each task's counted in its value scale, a σ that falls slowly
    (:func:`popart.slow_shrink <mtrl.learner.popart.slow_shrink>`) — policy gradient with
    advantages divided by that scale, value regression on normalised targets (its error
-   times (σ / scale)²), entropy bonus times σ / scale (a discrete
-   task's grown while its entropy is under its floor, a squashed Gaussian's while its mean
-   sits where tanh is flat: :mod:`mtrl.learner.entropy_floor`) — is
+   times (σ / scale)²), entropy bonus times σ / scale (``entropy_coef`` for a discrete
+   policy, ``gaussian_entropy_coef`` for a Gaussian; a discrete task's grown while its
+   entropy is under its floor, a squashed Gaussian's while its mean sits where tanh is flat:
+   :mod:`mtrl.learner.entropy_floor`) — is
    averaged over genuine (non-reset) steps; one optimiser step with global gradient-norm
    clipping.
 
@@ -97,6 +98,19 @@ class Learner:
             cfg.entropy_floor,
             cfg.saturation_ceiling,
         )
+        # The bonus is counted in units of entropy_coef (1 when that is 0: the floor's and
+        # ceiling's extra bonus, boost_on · (boost − 1), is then off): each task's plain weight
+        # in that unit — 1 for a discrete policy, gaussian_entropy_coef / entropy_coef for a
+        # Gaussian (0 by default).
+        self.bonus_unit = cfg.entropy_coef if cfg.entropy_coef > 0 else 1.0
+        self.boost_on = 1.0 if cfg.entropy_coef > 0 else 0.0
+        self.plain_bonus = torch.tensor(
+            [cfg.gaussian_entropy_coef / self.bonus_unit if g else 1.0 for g in model.gaussian],
+            dtype=torch.float32,
+            device=self.device,
+        )
+        if cfg.entropy_coef == 0:
+            self.plain_bonus[[not g for g in model.gaussian]] = 0.0
         self.version = 0
         self.optimizer = make_optimizer(param_groups(model, lr_scales), cfg)
         self.window = DiagnosticWindow(self.task_names, model.gaussian)
@@ -161,7 +175,7 @@ class Learner:
         total = self._global_count(sum(counts))
         n = max(total, 1)
         pg_sum, v_sum, _ = sums
-        loss = (pg_sum + cfg.value_coef * v_sum - cfg.entropy_coef * bonus_sum) / n
+        loss = (pg_sum + cfg.value_coef * v_sum - self.bonus_unit * bonus_sum) / n
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
             loss = loss + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
@@ -219,8 +233,8 @@ class Learner:
         self, parts: list[dict[str, Any]]
     ) -> tuple[list[torch.Tensor], list[int], torch.Tensor]:
         """Policy, value and entropy SUMS over valid steps (new statistics), the counts, and
-        the entropy-bonus sum (each task's entropy times σ / value scale plus its
-        ``entropy_boost`` − 1).
+        the entropy-bonus sum in units of ``bonus_unit`` (each task's entropy times its plain
+        weight · σ / value scale plus its ``entropy_boost`` − 1).
 
         Sums, not means: replicas divide by the count of the whole batch (``_global_count``).
         """
@@ -235,6 +249,7 @@ class Learner:
         value_factor = policy_factor**2
         cfg = self.cfg
         boost = self.boost.multipliers().to(sigma)
+        plain = self.plain_bonus
         pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
@@ -249,11 +264,13 @@ class Learner:
             v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight * value_factor[k]
             ent = (entropy * mask).sum() * weight
             # The floor's and ceiling's extra bonus (boost − 1) enforces a constraint: it
-            # stays in units of entropy_coef, however small σ / scale has become.
-            bonus = ent * (policy_factor[k] + boost[k] - 1.0)
+            # stays in units of entropy_coef, however small σ / scale has become, and acts on
+            # a Gaussian too (whose plain weight is gaussian_entropy_coef, 0 by default).
+            on = self.boost_on
+            bonus = ent * (plain[k] * policy_factor[k] + on * boost[k] - on)
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
             bonus_sum = bonus_sum + bonus
-            p["loss"] = pg + cfg.value_coef * v - cfg.entropy_coef * bonus
+            p["loss"] = pg + cfg.value_coef * v - self.bonus_unit * bonus
             gaussian = isinstance(dist, DiagGaussian)
             p["diag"] = diagnostics.task_sums(
                 valid=batch.valid,
