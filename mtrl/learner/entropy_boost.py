@@ -9,12 +9,38 @@ update, no sync back.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from mtrl.learner import entropy_floor
 
-__all__ = ["EntropyBoost"]
+__all__ = ["BonusWeights", "EntropyBoost"]
+
+
+@dataclass(frozen=True)
+class BonusWeights:
+    """How each task's entropy bonus is weighted in the loss:
+    ``unit · entropy · (plain · σ / scale + boost_on · (boost − 1))``.
+
+    ``unit`` is ``entropy_coef`` (1 when that is 0, and the floor's and ceiling's extra bonus
+    is then off: ``boost_on`` 0); ``plain`` is each task's plain weight in that unit — 1 for
+    a discrete policy, ``gaussian_entropy_coef / unit`` for a Gaussian (0 by default: its
+    bonus would pull every state's action toward the middle of the range).
+    """
+
+    unit: float
+    plain: tuple[float, ...]
+    boost_on: float
+
+    @classmethod
+    def of(
+        cls, entropy_coef: float, gaussian_entropy_coef: float, gaussian: Sequence[bool]
+    ) -> BonusWeights:
+        """From the learner config's two coefficients and each task's policy kind."""
+        on = 1.0 if entropy_coef > 0 else 0.0
+        unit = entropy_coef if entropy_coef > 0 else 1.0
+        return cls(unit, tuple(gaussian_entropy_coef / unit if g else on for g in gaussian), on)
 
 
 class EntropyBoost:

@@ -41,7 +41,7 @@ from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.diagnostic_window import DiagnosticWindow
 from mtrl.learner.distributions import DiagGaussian
-from mtrl.learner.entropy_boost import EntropyBoost
+from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
 from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
 from mtrl.learner.recurrent import sequence_resets
 from mtrl.learner.vtrace import vtrace
@@ -98,19 +98,8 @@ class Learner:
             cfg.entropy_floor,
             cfg.saturation_ceiling,
         )
-        # The bonus is counted in units of entropy_coef (1 when that is 0: the floor's and
-        # ceiling's extra bonus, boost_on · (boost − 1), is then off): each task's plain weight
-        # in that unit — 1 for a discrete policy, gaussian_entropy_coef / entropy_coef for a
-        # Gaussian (0 by default).
-        self.bonus_unit = cfg.entropy_coef if cfg.entropy_coef > 0 else 1.0
-        self.boost_on = 1.0 if cfg.entropy_coef > 0 else 0.0
-        self.plain_bonus = torch.tensor(
-            [cfg.gaussian_entropy_coef / self.bonus_unit if g else 1.0 for g in model.gaussian],
-            dtype=torch.float32,
-            device=self.device,
-        )
-        if cfg.entropy_coef == 0:
-            self.plain_bonus[[not g for g in model.gaussian]] = 0.0
+        self.bonus = BonusWeights.of(cfg.entropy_coef, cfg.gaussian_entropy_coef, model.gaussian)
+        self.plain_bonus = torch.tensor(self.bonus.plain, dtype=torch.float32, device=self.device)
         self.version = 0
         self.optimizer = make_optimizer(param_groups(model, lr_scales), cfg)
         self.window = DiagnosticWindow(self.task_names, model.gaussian)
@@ -175,7 +164,7 @@ class Learner:
         total = self._global_count(sum(counts))
         n = max(total, 1)
         pg_sum, v_sum, _ = sums
-        loss = (pg_sum + cfg.value_coef * v_sum - self.bonus_unit * bonus_sum) / n
+        loss = (pg_sum + cfg.value_coef * v_sum - self.bonus.unit * bonus_sum) / n
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
             loss = loss + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
@@ -233,8 +222,8 @@ class Learner:
         self, parts: list[dict[str, Any]]
     ) -> tuple[list[torch.Tensor], list[int], torch.Tensor]:
         """Policy, value and entropy SUMS over valid steps (new statistics), the counts, and
-        the entropy-bonus sum in units of ``bonus_unit`` (each task's entropy times its plain
-        weight · σ / value scale plus its ``entropy_boost`` − 1).
+        the entropy-bonus sum in units of ``bonus.unit`` (:class:`BonusWeights`: each task's
+        entropy times its plain weight · σ / value scale plus its ``entropy_boost`` − 1).
 
         Sums, not means: replicas divide by the count of the whole batch (``_global_count``).
         """
@@ -266,11 +255,11 @@ class Learner:
             # The floor's and ceiling's extra bonus (boost − 1) enforces a constraint: it
             # stays in units of entropy_coef, however small σ / scale has become, and acts on
             # a Gaussian too (whose plain weight is gaussian_entropy_coef, 0 by default).
-            on = self.boost_on
+            on = self.bonus.boost_on
             bonus = ent * (plain[k] * policy_factor[k] + on * boost[k] - on)
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
             bonus_sum = bonus_sum + bonus
-            p["loss"] = pg + cfg.value_coef * v - self.bonus_unit * bonus
+            p["loss"] = pg + cfg.value_coef * v - self.bonus.unit * bonus
             gaussian = isinstance(dist, DiagGaussian)
             p["diag"] = diagnostics.task_sums(
                 valid=batch.valid,
