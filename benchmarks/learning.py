@@ -15,7 +15,9 @@ re-analyse without retraining).
 
 Per task and seed, from the run's ``metrics.jsonl``: the final return (mean of the last 20
 episodes at the last record), the best, final/best (from the random score where returns are
-negative), the task's env steps and the run's wall seconds when the return first reached
+negative), the same final/best over 100-episode windows from its ``episodes.csv``
+(``final_over_best_100``: the logged best is the top of a few noisy 20-episode windows), the
+task's env steps and the run's wall seconds when the return first reached
 ``target_score``, the greedy and stochastic eval returns, and "solved at end" (final and
 greedy both at target). Per task the table shows the median and min/max over seeds.
 Aggregates over tasks x seeds (tasks with a target only): IQM and mean of the normalised score
@@ -47,6 +49,8 @@ from _common import machine, write_result
 
 from mtrl.errors import UserError
 from mtrl.plugins import get_plugins
+from mtrl.tracking.episodes import FILENAME as EPISODES_FILE
+from mtrl.tracking.episodes import read_episodes
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -192,7 +196,9 @@ def run_entry(
         last = records[-1] if records else {}
         entry["env_steps"] = last.get("charts/env_steps")
         entry["elapsed_s"] = last.get("charts/elapsed_s")
-        entry["tasks"] = ls.seed_figures(plan.tasks, records, run.eval)
+        episodes = read_episodes(run.run_dir / EPISODES_FILE) if run.run_dir else {}
+        returns = {task: ep.returns for task, ep in episodes.items()}
+        entry["tasks"] = ls.seed_figures(plan.tasks, records, run.eval, returns)
     return entry
 
 

@@ -125,6 +125,27 @@ def test_final_best_and_their_ratio() -> None:
     assert empty["final"] is None and empty["steps_to_target"] is None
 
 
+def test_final_over_best_over_episode_windows() -> None:
+    """The last window's mean against the best window's: noise in single episodes or short
+    windows does not make a best that the run never held."""
+    returns = [0.0] * 50 + [10.0] * 100 + [8.0] * 100
+    assert ls.window_final_over_best(returns, window=100) == pytest.approx(8 / 10)
+    assert ls.window_final_over_best(returns, window=1) == pytest.approx(8 / 10)
+    spiky = [9.0, 5.0] * 100  # one lucky episode in two: every 100-episode mean is 7
+    assert ls.window_final_over_best(spiky, window=100) == pytest.approx(1.0)
+    assert ls.window_final_over_best(spiky, window=1) == pytest.approx(5 / 9)
+    assert ls.window_final_over_best(returns[:99], window=100) is None
+    # negative returns: from the random score, as final_over_best
+    assert ls.window_final_over_best([-200.0] * 100 + [-400.0] * 100, 100, -1200.0) == (
+        pytest.approx(0.8)
+    )
+    tasks = [ls.Task("cp", CARTPOLE, 475.0, 22.0), ls.Task("free", "x/free", None, None)]
+    recs = records("cp", [(100, 1, 20.0)])
+    figs = ls.seed_figures(tasks, recs, {}, {"cp": [1.0] * 100})
+    assert figs["cp"]["final_over_best_100"] == 1.0 and figs["free"]["final_over_best_100"] is None
+    assert ls.seed_figures(tasks, recs, {})["cp"]["final_over_best_100"] is None
+
+
 def test_solved_at_end_needs_both_returns_at_target() -> None:
     assert ls.solved_at_end(100.0, 100.0, 100.0) is True
     assert ls.solved_at_end(120.0, 99.0, 100.0) is False
@@ -215,6 +236,7 @@ def test_suite_summary_aggregates_and_report() -> None:
     text = ls.format_report("suite", summary, agg)
     assert "cp (3 seeds; solved at end: 1/3)" in text
     assert "248.5 [22.0, 475.0]" in text and "final  iqm" in text
+    assert "final/best (100)" in text
 
 
 # --- curves plot -------------------------------------------------------------------------------
@@ -328,6 +350,7 @@ def test_end_to_end_two_seeds(tmp_path: Path) -> None:
         assert fig["final"] is not None and fig["best"] >= fig["final"]
         assert fig["greedy"] is not None and fig["stochastic"] is not None
         assert isinstance(fig["solved_at_end"], bool)
+        assert "final_over_best_100" in fig  # None when the run finished < 100 episodes
         saved = yaml_load(tmp_path / "work" / "configs" / f"seed{seed}.yaml")
         assert saved["seed"] == seed and saved["tracking"]["wandb"]["mode"] == "disabled"
     assert doc["runs"][0]["run_dir"] != doc["runs"][1]["run_dir"]
