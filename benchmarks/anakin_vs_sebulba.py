@@ -40,7 +40,7 @@ from _common import machine, write_result
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import SerialPool, TaskSetup
 from mtrl.anakin import AnakinRunner, anakin_train_step
-from mtrl.config.models import LearnerConfig, ModelConfig
+from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import task_batch
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces

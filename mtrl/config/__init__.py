@@ -1,15 +1,12 @@
 """Experiment configs: pydantic models and YAML loading with precise error messages."""
 
 from mtrl.config.core import CoreConfig
+from mtrl.config.learner import LearnerConfig, ModelConfig, ParallelConfig, PopArtConfig
 from mtrl.config.loading import config_schema, format_loc, load_config, parse_config
 from mtrl.config.models import (
     ActorsConfig,
     CheckpointConfig,
     ExperimentConfig,
-    LearnerConfig,
-    ModelConfig,
-    ParallelConfig,
-    PopArtConfig,
     SchedulerConfig,
     TaskConfig,
     TrackingConfig,

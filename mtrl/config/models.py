@@ -8,13 +8,11 @@ module depends on pydantic alone.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -25,7 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mtrl.config.base import ConfigModel
-from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
+from mtrl.config.learner import LearnerConfig
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.names import unknown_env_message, unknown_tracker_message
 
@@ -151,181 +149,6 @@ class SchedulerConfig(ConfigModel):
                 {"policy": policy, "fix": fix},
             )
         return policy
-
-
-class PopArtConfig(ConfigModel):
-    """Per-task PopArt value normalisation (Hessel et al. 2019)."""
-
-    enabled: bool = True
-    """Normalise value targets per task; off means raw (reward-scaled) targets."""
-    beta: float = Field(default=0.01, gt=0, le=1)
-    """Step size of the exponential moving averages of the first and second moments. 0.01
-    lets the statistics follow returns that grow 100x within a run of ~10^3 updates; the
-    paper's 3e-4 suits runs of 10^5+ updates (with it, a short run's σ lags far behind:
-    docs/BENCHMARKS.md, "PopArt across reward scales")."""
-    init_from_first_batch: bool = True
-    """Set a task's statistics from its first batch of targets (β = 1 once) and keep its
-    untrained head's normalised outputs, instead of moving away from μ = 0, ν = 1 at step β:
-    training is then invariant to the task's reward scale from the first update."""
-    value_scale_shrink: float = Field(default=1e-3, ge=0, le=1)
-    """Each task's value error is measured in a scale that rises with σ at once but falls by
-    at most this fraction per update. When a task is solved its returns become nearly
-    constant and σ collapses with their spread, while the value error that the moving shared
-    torso leaves does not: measured in σ it grows as 1/σ and its gradient into the torso as
-    1/σ², and the solved task's value noise can come to steer the shared network
-    (docs/BENCHMARKS.md, "Learning that holds"). The advantages are measured in the same
-    scale and the plain entropy bonus is multiplied by σ / scale, so a solved task's
-    advantages — noise of a fixed size in reward units — do not grow as its σ collapses and
-    move its policy at full strength (the floor's and ceiling's extra bonus is not scaled).
-    1: plain PopArt (value error and advantages in units of σ)."""
-    sigma_min: PositiveFloat = 1e-4
-    """Lower clip of each task's scale σ."""
-    sigma_max: PositiveFloat = 1e6
-    """Upper clip of each task's scale σ."""
-
-    @model_validator(mode="after")
-    def _sigma_range(self) -> PopArtConfig:
-        if self.sigma_min >= self.sigma_max:
-            raise ValueError(
-                f"sigma_min ({self.sigma_min}) must be below sigma_max ({self.sigma_max})"
-            )
-        return self
-
-
-class ModelConfig(ConfigModel):
-    """Sizes of the multi-task network: per-task encoders → shared torso → per-task heads."""
-
-    encoder_dim: PositiveInt = 256
-    """Width of every task encoder's output (the torso's input)."""
-    torso: list[PositiveInt] = Field(default_factory=lambda: [256, 256])
-    """Hidden layer widths of the shared torso."""
-    activation: Literal["relu", "tanh", "gelu"] = "relu"
-    """Nonlinearity of MLP layers."""
-    squashed_entropy: bool = True
-    """For bounded continuous actions (squashed into ``[low, high]`` with tanh), the entropy
-    bonus is that of the action the env receives, which keeps the Gaussian's mean out of the
-    flat ends of the squash (mtrl/learner/distributions.py says why); off: the raw Gaussian's."""
-    log_std_step_scale: PositiveFloat = 10.0
-    """How many times faster than the network's weights a Gaussian head's state-independent
-    log-std moves under Adam/RMSprop (it is stored divided by this). At 1 it moves at most ~lr
-    per update, too slow to narrow the policy in an IMPALA run (InvertedPendulum's training
-    return stayed under its target in 10 of 10 quickstart runs); 10 lets it narrow within a
-    run (docs/BENCHMARKS.md, "The log-std step")."""
-    core: Annotated[
-        CoreConfig | None,
-        BeforeValidator(core_or_none, json_schema_input_type=CoreConfig | CoreShorthand | None),
-    ] = None
-    """A recurrent core after the torso, for tasks that need memory: ``lstm`` or ``gru``, or
-    ``{kind, hidden, shared}`` (mtrl/config/core.py); ``none`` (the default): feed-forward.
-    Unrolls then carry each env copy's state at their start, and the learner runs the core
-    over each unroll from it, resetting it where an episode starts."""
-
-
-class ParallelConfig(ConfigModel):
-    """Distribution of the learner across devices/processes (torchrun)."""
-
-    data_parallel: PositiveInt = 1
-    """Learner replicas (processes) per node, each fed by its own actors; >1 all-reduces
-    gradients, PopArt statistics and metrics (docs/DISTRIBUTED.md). Under torchrun the launcher
-    decides: this must then be 1 or equal its ``--nproc-per-node``."""
-    model_parallel: Literal["none", "task_sharded", "fsdp"] = "none"
-    """With several replicas: ``task_sharded`` gives each rank the encoders and heads of its own
-    tasks (it takes only their batches); ``fsdp`` shards the shared torso across ranks
-    (``fully_shard``). On one process both are the plain learner."""
-
-
-_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
-
-
-class LearnerConfig(ConfigModel):
-    """IMPALA learner with V-trace and per-task PopArt."""
-
-    algorithm: Literal["impala"] = "impala"
-    """The learning rule (IMPALA actor-critic with V-trace correction)."""
-    unroll_length: PositiveInt = 20
-    """Time steps per unroll."""
-    batch_size: PositiveInt = 32
-    """Env columns per learner update (mixed across tasks): an update waits until the unrolls
-    it has hold at least this many env copies (an unroll of a 16-copy actor brings 16), so it
-    trains on at least ``batch_size * unroll_length`` samples."""
-    learning_rate: PositiveFloat = 6e-4
-    """Optimiser step size (at the start of the run, see ``lr_schedule``)."""
-    lr_schedule: Literal["constant", "linear"] = "linear"
-    """``linear`` (IMPALA's rule): the step size falls linearly with the run's env steps, from
-    ``learning_rate`` to ``learning_rate * lr_final_fraction`` at ``total_env_steps``;
-    ``constant``: ``learning_rate`` throughout. Adam takes steps of about ``learning_rate``
-    on every parameter whatever the size of its gradient, so once a task is solved its
-    advantages, mostly noise by then, still move its policy by full steps: a constant rate lets
-    solved tasks drift away and back (docs/BENCHMARKS.md, "Learning that holds")."""
-    lr_final_fraction: float = Field(default=0.0, ge=0, le=1)
-    """With ``lr_schedule: linear``, the step size at the end of the run over the initial one."""
-    optimizer: Literal["adam", "rmsprop"] = "adam"
-    """Optimiser."""
-    gamma: float = Field(default=0.99, gt=0, le=1)
-    """Discount factor."""
-    rho_bar: PositiveFloat = 1.0
-    """V-trace clip of importance weights in the value target (ρ̄)."""
-    c_bar: PositiveFloat = 1.0
-    """V-trace clip of trace-cutting coefficients (c̄)."""
-    lam: float = Field(default=1.0, ge=0, le=1)
-    """V-trace λ mixing of multi-step targets."""
-    entropy_coef: float = Field(default=0.01, ge=0)
-    """Weight of a discrete policy's entropy bonus, and the unit of the extra bonus the
-    entropy floor and saturation ceiling add (to any policy)."""
-    gaussian_entropy_coef: float = Field(default=0.0, ge=0)
-    """Weight of a Gaussian policy's plain entropy bonus. 0 by default, as in PPO's MuJoCo
-    settings (Stable-Baselines3, CleanRL): a squashed Gaussian's entropy falls as its mean
-    leaves the middle of the action range, so the bonus pulls every state's action toward
-    the middle whatever the returns. Measured on InvertedPendulum (docs/BENCHMARKS.md): with
-    it the exploring policy ended at 855–942 in 6 of 30 runs while the greedy one scored
-    1000; without it the policy pushes to the bounds in the states that need full force (its
-    mean past the squash's knee on ~8 % of states instead of ~2 %, its log-std no lower),
-    where the noise is squashed away. What keeps the mean from drifting out where tanh is
-    flat on too many states is then the saturation ceiling alone (``saturation_ceiling``)."""
-    entropy_floor: float = Field(default=0.2, ge=0, lt=1)
-    """A floor under each discrete task's policy entropy, as a fraction of its uniform
-    policy's (log of the action count): while the entropy is below, the task's entropy bonus
-    grows (up to 100x), and it decays back once above. It keeps a policy that turned
-    deterministic early at a poor behaviour from staying there (mtrl/learner/entropy_floor.py
-    says why). Gaussian policies are not affected; 0 turns it off."""
-    saturation_ceiling: float = Field(default=0.1, gt=0, le=1)
-    """A ceiling on the fraction of a bounded continuous task's action dims whose Gaussian mean
-    lies where the tanh squash is flat (``|mean| > 2``): while above it, an extra entropy
-    bonus — the squashed action's, whose gradient pulls the mean back where actions differ —
-    of ``entropy_coef · (boost − 1)`` grows as under ``entropy_floor`` (boost up to 100) and
-    decays back once below. A fast-moving
-    policy can throw the mean out there, where every sample is the same env action and the
-    policy gradient carries no signal (mtrl/learner/entropy_floor.py says why). 0.1, not
-    0.2, since a Gaussian's plain bonus is off (``gaussian_entropy_coef``): without its pull
-    the fraction drifted to 0.15–0.18 in some InvertedPendulum runs, one of which then fell
-    from 924 to 114; at 0.1 it stayed under 0.1 in 50 runs of 50 (docs/BENCHMARKS.md). Needs
-    ``model.squashed_entropy``; 1 turns it off."""
-    value_coef: float = Field(default=0.5, ge=0)
-    """Weight of the value loss."""
-    max_grad_norm: PositiveFloat = 40.0
-    """Global gradient-norm clip."""
-    popart: PopArtConfig = Field(default_factory=PopArtConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    device: str = "auto"
-    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``.
-    Under torchrun ``cuda`` means each replica's own GPU (its local rank). ``xla`` runs learner
-    and inference through torch_xla (TPU; the ``tpu`` extra, torch_xla X.Y needs torch X.Y)."""
-    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
-    diagnostics_every: int = Field(default=10, ge=0)
-    """Updates between measurements of each task's share of the shared torso's gradient
-    (``learner/<task>/torso_grad_share``; one extra backward pass per task, single-process
-    learners only); 0 turns the measurement off. The other per-task diagnostics are free."""
-    torch_threads: PositiveInt = 1
-    """Intra-op threads of torch in the learner process. One is fastest when actors and learner
-    share few cores: small matmuls gain nothing from more, and OpenMP spin-waits collapse under
-    contention (measured 60x slower inference with 2 threads on a loaded 2-core machine)."""
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, device: str) -> str:
-        if not _DEVICE.match(device):
-            raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda[:N], xla[:N] or mps")
-        return device
 
 
 class WandbConfig(ConfigModel):

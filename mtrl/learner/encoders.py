@@ -51,7 +51,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from mtrl.config.models import ModelConfig
+from mtrl.config.learner import ModelConfig
 from mtrl.errors import UserError
 from mtrl.token_space import PAD_ID, TokenSpace
 

@@ -35,7 +35,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from mtrl.config.models import ModelConfig
+from mtrl.config.learner import ModelConfig
 from mtrl.learner.distributions import GaussianHead, PolicyDist, make_policy_head
 from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder, make_mlp
 from mtrl.learner.recurrent import RecurrentCore, state_size

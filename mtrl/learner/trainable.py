@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from mtrl.config.models import ModelConfig
+from mtrl.config.learner import ModelConfig
 from mtrl.learner.encoders import ACTION_MASK_KEY, UnsupportedSpaceError
 from mtrl.learner.model import MultiTaskModel, TaskSpaces, obs_to_tensor
 from mtrl.token_space import tokenised_space

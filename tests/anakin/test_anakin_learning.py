@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mtrl.anakin import AnakinRunner, train_anakin
-from mtrl.config.models import LearnerConfig, ModelConfig
+from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.learner import Learner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins, make_env

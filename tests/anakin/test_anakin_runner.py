@@ -15,7 +15,7 @@ from mtrl.actors.runner import SerialActor
 from mtrl.actors.unroll import UnrollBuffer, obs_row
 from mtrl.anakin import AnakinRunner, DeviceEpisodeTracker, anakin_train_step
 from mtrl.anakin.actions import DeviceActionMap
-from mtrl.config.models import LearnerConfig, ModelConfig
+from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributions import env_actions_tensor
 from mtrl.learner.learner import Learner

@@ -7,7 +7,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from mtrl.config.models import ModelConfig
+from mtrl.config.learner import ModelConfig
 from mtrl.learner.encoders import make_encoder
 from mtrl.learner.model import MultiTaskModel, TaskSpaces, obs_to_tensor
 from mtrl.learner.popart import preserve_outputs
