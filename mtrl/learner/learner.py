@@ -159,11 +159,11 @@ class Learner:
         h_all, parts = self._forward(batches)
         if cfg.popart.enabled:
             self._popart_update(parts)
-        sums, counts, bonus_sum = self._loss_sums(parts)
+        sums, counts = self._loss_sums(parts)
         shares = self._grad_shares(parts) if self._shares_due() else None
         total = self._global_count(sum(counts))
         n = max(total, 1)
-        pg_sum, v_sum, _ = sums
+        pg_sum, v_sum, _, bonus_sum = sums
         loss = (pg_sum + cfg.value_coef * v_sum - self.bonus.unit * bonus_sum) / n
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
             loss = loss + 0.0 * h_all.sum()
@@ -218,12 +218,11 @@ class Learner:
             parts.append({"batch": batch, "h": h, "dist": dist, "logp": logp, "vt": vt})
         return h_all, parts
 
-    def _loss_sums(
-        self, parts: list[dict[str, Any]]
-    ) -> tuple[list[torch.Tensor], list[int], torch.Tensor]:
-        """Policy, value and entropy SUMS over valid steps (new statistics), the counts, and
-        the entropy-bonus sum in units of ``bonus.unit`` (:class:`BonusWeights`: each task's
-        entropy times its plain weight · σ / value scale plus its ``entropy_boost`` − 1).
+    def _loss_sums(self, parts: list[dict[str, Any]]) -> tuple[list[torch.Tensor], list[int]]:
+        """Policy, value and entropy SUMS over valid steps (new statistics) and the
+        entropy-bonus sum in units of ``bonus.unit`` (:class:`BonusWeights`: each task's
+        entropy times its plain weight · σ / value scale plus its ``entropy_boost`` − 1); and
+        the counts.
 
         Sums, not means: replicas divide by the count of the whole batch (``_global_count``).
         """
@@ -275,7 +274,7 @@ class Learner:
                 squashed=dist.log_half_width if gaussian else None,
             )
             counts.append(batch.num_samples)
-        return [pg_sum, v_sum, ent_sum], counts, bonus_sum
+        return [pg_sum, v_sum, ent_sum, bonus_sum], counts
 
     def _shares_due(self) -> bool:
         """Whether this update measures each task's share of the torso gradient (one extra
@@ -322,11 +321,11 @@ class Learner:
         for p in parts:
             diag[p["batch"].task] += p["diag"]
         reduced = self._reduce_metric_sums(torch.cat([local, extra, diag.reshape(-1)])).cpu()
-        pg, v, ent, lags = reduced[:4].tolist()
-        diag = reduced[4:].reshape(diag.shape)
+        pg, v, ent, bonus, lags = reduced[:5].tolist()
+        diag = reduced[5:].reshape(diag.shape)
         self.window.add(diag, shares)
         metrics = {
-            "losses/total": (pg + cfg.value_coef * v - cfg.entropy_coef * ent) / n,
+            "losses/total": (pg + cfg.value_coef * v - self.bonus.unit * bonus) / n,  # the loss
             "losses/policy": pg / n,
             "losses/value": v / n,
             "losses/entropy": ent / n,

@@ -409,3 +409,30 @@ def test_a_gaussians_plain_entropy_bonus_has_its_own_weight_zero_by_default() ->
     # back toward the middle (the loss rises with the mean, at pre-squash 1.5).
     assert (with_gauss_g["log_std_param"] < base_g["log_std_param"]).all()
     assert (with_gauss_g["mean.bias"] > base_g["mean.bias"]).all()
+
+
+@pytest.mark.parametrize("kw", [{}, {"gaussian_entropy_coef": 0.05}])
+def test_the_logged_total_loss_is_the_loss_that_was_minimised(
+    monkeypatch: pytest.MonkeyPatch, kw: dict[str, float]
+) -> None:
+    """``losses/total`` is the scalar the optimiser stepped on: the entropy bonus counted with
+    each task's own weight, σ / value scale and entropy boost, not ``entropy_coef`` times the
+    entropy for every task (with a boost, a Gaussian's own weight or a scale ≠ σ those differ)."""
+    learner = _learner(**kw)
+    learner.boost.values[0] = 3.0  # a discrete task under its floor: its bonus boosted
+    minimised: list[float] = []
+    backward = torch.autograd.backward
+
+    def spy(tensors: torch.Tensor, *args: object, **kwargs: object) -> None:
+        minimised.append(float(tensors.detach()))
+        backward(tensors, *args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd, "backward", spy)
+    metrics = [learner.update([_batch(0, 1.0, s), _batch(1, 3.0, s + 1)]) for s in range(3)]
+    assert len(minimised) == 3
+    for m, loss in zip(metrics, minimised, strict=True):
+        assert m["losses/total"] == pytest.approx(loss, rel=1e-5, abs=1e-7)
+    naive = [
+        m["losses/policy"] + 0.5 * m["losses/value"] - 0.01 * m["losses/entropy"] for m in metrics
+    ]
+    assert any(abs(n - loss) > 1e-4 for n, loss in zip(naive, minimised, strict=True))
