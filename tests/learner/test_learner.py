@@ -228,8 +228,8 @@ def _policy_terms(learner: Learner, batch: TaskBatch) -> tuple[float, float]:
     bonus (its sum, boost and σ / scale included) — both as the loss counts them."""
     learner.model.zero_grad(set_to_none=True)
     _, parts = learner._forward([batch])
-    sums, _, bonus = learner._loss_sums(parts)
-    sums[0].backward()
+    (pg, _, _, bonus), _ = learner._loss_sums(parts)
+    pg.backward()
     grads = [p.grad.flatten() for p in learner.model.parameters() if p.grad is not None]
     return float(torch.cat(grads).norm()), float(bonus.detach())
 
