@@ -20,6 +20,7 @@ import numpy as np
 import yaml
 
 from mtrl.config import ExperimentConfig, parse_config
+from mtrl.tracking.report_episodes import rolling_mean
 
 Record = Mapping[str, Any]
 PathPart = str | int
@@ -167,11 +168,9 @@ def window_final_over_best(
 ) -> float | None:
     """:func:`final_over_best` of ``window``-episode means: the mean of the last ``window``
     episodes against the best such mean anywhere in the run. None with fewer episodes."""
-    r = np.asarray(returns, np.float64)
-    if window < 1 or len(r) < window:
+    if window < 1 or len(returns) < window:
         return None
-    sums = np.concatenate([[0.0], np.cumsum(r)])
-    means = (sums[window:] - sums[:-window]) / window
+    means = rolling_mean(np.asarray(returns, np.float64), window)[window - 1 :]  # full windows
     return final_over_best(float(means[-1]), float(means.max()), random)
 
 

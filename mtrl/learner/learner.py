@@ -237,7 +237,7 @@ class Learner:
         value_factor = policy_factor**2
         cfg = self.cfg
         boost = self.boost.multipliers().to(sigma)
-        plain = self.plain_bonus
+        plain, on = self.plain_bonus, self.bonus.boost_on
         pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
         counts = []
         for p in parts:
@@ -254,7 +254,6 @@ class Learner:
             # The floor's and ceiling's extra bonus (boost − 1) enforces a constraint: it
             # stays in units of entropy_coef, however small σ / scale has become, and acts on
             # a Gaussian too (whose plain weight is gaussian_entropy_coef, 0 by default).
-            on = self.bonus.boost_on
             bonus = ent * (plain[k] * policy_factor[k] + on * boost[k] - on)
             pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
             bonus_sum = bonus_sum + bonus
