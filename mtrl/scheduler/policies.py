@@ -153,10 +153,25 @@ def relative_speed(progress: Sequence[float | None]) -> np.ndarray:
     return speed / (speed + mid)
 
 
+def progress_per_target(progress: float | None, target: float | None) -> float | None:
+    """A task's learning progress in fractions of its target per million env steps.
+
+    Scores come in each task's own units (normalised only where the env declares its range),
+    so raw slopes of different tasks are not comparable: InvertedPendulum's return moves by
+    thousands per million steps, breakout's by tens. Dividing by the target puts every task
+    with one on the scale its gap is measured in; a task without a target keeps its raw slope.
+    """
+    if progress is None or target is None or target == 0:
+        return progress
+    return progress / abs(target)
+
+
 def priorities(records: Sequence[TaskRecord]) -> np.ndarray:
-    """Half the gap to target plus half the relative learning speed (up or down)."""
+    """Half the gap to target plus half the relative learning speed (up or down), each
+    task's speed measured against its own target."""
     gap = np.array([gap_to_target(r.score, r.target) for r in records])
-    return 0.5 * gap + 0.5 * relative_speed([r.progress for r in records])
+    speed = relative_speed([progress_per_target(r.progress, r.target) for r in records])
+    return 0.5 * gap + 0.5 * speed
 
 
 def _progress_shares(

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from mtrl.scheduler import Budget, TaskRecord, TaskStats, apportion, balanced, fixed, progress
+from mtrl.scheduler.policies import priorities
 from mtrl.scheduler.stats import snapshot
 
 POLICIES = [fixed, balanced, progress]
@@ -140,6 +141,23 @@ def test_progress_gives_a_forgetting_task_more_than_a_stable_solved_one() -> Non
     ]
     alloc = progress(records, Budget(90))
     assert alloc["forgetting"] > alloc["stable"]
+
+
+def test_progress_compares_learning_speeds_in_fractions_of_each_target() -> None:
+    # Same gap (half way) and the same speed relative to target (0.5 of it per million
+    # steps), in units a thousand times apart: equal priorities, hence equal data shares.
+    records = [
+        _rec("pendulum", 100.0, score=475.0, target=950.0, progress=475.0),
+        _rec("breakout", 100.0, score=2.5, target=5.0, progress=2.5),
+        _rec("cartpole", 100.0, score=0.45, target=0.9, progress=0.45),
+    ]
+    alloc = progress(records, Budget(300))
+    assert alloc.shares == pytest.approx({r.name: 1 / 3 for r in records})
+    assert priorities(records) == pytest.approx([0.5] * 3)
+    # A task moving at a tenth of the others' pace (against its target) gets less priority,
+    # whatever its raw slope.
+    slow = [*records[:2], _rec("cartpole", 100.0, score=0.45, target=0.9, progress=0.045)]
+    assert priorities(slow)[2] < priorities(slow)[0] == pytest.approx(priorities(slow)[1])
 
 
 def test_policies_are_pure() -> None:
