@@ -1,5 +1,6 @@
-"""The actor pool a config asks for (``actors.mode``): serial, process/thread, or Ray (with
-``actors.ray.local_actors``, Ray beside local workers with central inference).
+"""The actor pool a config asks for (``actors.mode``): serial, process/thread (acting through
+the central inference server or with their own copy of the policy: ``actors.inference``), or
+Ray (with ``actors.ray.local_actors``, Ray beside local workers with central inference).
 
 Ray's pool is imported only when asked for, so Ray stays an optional extra.
 """
@@ -68,4 +69,13 @@ def make_pool(
         num_slots=cfg.actors.slots_per_actor,
         start_method=cfg.actors.start_method,
         faults=faults,
+        local_inference=local_inference(cfg.actors.inference, model),
     )
+
+
+def local_inference(setting: str, model: torch.nn.Module) -> bool:
+    """Whether process/thread actors act with their own copy of the policy
+    (``actors.inference``; ``auto``: when the learner's model is on the CPU)."""
+    if setting == "auto":
+        return next(model.parameters()).device.type == "cpu"
+    return setting == "local"

@@ -21,6 +21,7 @@ for debugging: an env error there propagates with its traceback.
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import multiprocessing as mp
 import queue
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from mtrl.actors import protocol as P
@@ -41,9 +43,10 @@ from mtrl.actors.faults import FaultBook, FaultPolicy, TaskFaults, describe_exit
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
 from mtrl.actors.server import ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
+from mtrl.actors.shared_weights import SharedWeights
 from mtrl.actors.shm import Arena
 from mtrl.actors.unroll import UnrollBuffer, unroll_fields
-from mtrl.actors.worker import ActorSpec, actor_main, slot_arrays
+from mtrl.actors.worker import BEAT, ActorSpec, actor_main, slot_arrays
 from mtrl.plugins import BatchEnv
 
 
@@ -194,12 +197,20 @@ class ParallelPool:
         faults: FaultPolicy | None = None,
         book: FaultBook | None = None,
         ids: Iterator[int] | None = None,
+        local_inference: bool = False,
     ) -> None:
         """``book`` and ``ids``: a fault book and actor-id counter shared with another pool
         (:class:`~mtrl.actors.hybrid_pool.HybridPool`); the book's owner then starts the due
-        restarts and counts the pending ones, not this pool."""
+        restarts and counts the pending ones, not this pool. ``local_inference``: every actor
+        acts with its own CPU copy of the policy, its weights published through shared memory
+        (:mod:`mtrl.actors.shared_weights`), instead of asking the inference server."""
         if mode not in ("process", "thread"):
             raise ValueError(f"unknown actor mode {mode!r}")
+        self.shared_weights: SharedWeights | None = None
+        self._policy: torch.nn.Module | None = None
+        if local_inference:
+            self._policy = copy.deepcopy(inference.model).cpu()
+            self.shared_weights = SharedWeights(inference.model)
         self.mode = mode
         self.tasks = tasks
         self.unroll_length = unroll_length
@@ -251,15 +262,21 @@ class ParallelPool:
             t.action_space,
             self.inference.state_size,
         )
-        arena = Arena.create(
-            {f"s{i}:{name}": f for i in range(self.num_slots) for name, f in fields.items()},
-            prefix=f"mtrl-{task}-",
-        )
+        arena_fields = {
+            f"s{i}:{name}": f for i in range(self.num_slots) for name, f in fields.items()
+        }
+        weights = self.shared_weights
+        if weights is not None:
+            arena_fields[BEAT] = ((1,), np.dtype(np.float64))
+        arena = Arena.create(arena_fields, prefix=f"mtrl-{task}-")
         actor_id = next(self._ids)
         spec = ActorSpec(
             **t.job_fields(actor_id, k, self.unroll_length),
             layout=arena.layout,
             num_slots=self.num_slots,
+            policy=self._policy,
+            weights=None if weights is None else weights.layout,
+            greedy=self.inference.greedy,
         )
         parent, child = mp.Pipe(duplex=True)
         if self.mode == "process":
@@ -274,7 +291,10 @@ class ParallelPool:
             UnrollBuffer.from_arrays(task, slot_arrays(arena.arrays, i))
             for i in range(self.num_slots)
         ]
-        handle = ActorHandle(spec, parent, arena, slots, worker)
+        beat = arena.arrays.get(BEAT)
+        if beat is not None:
+            beat[0] = np.nan
+        handle = ActorHandle(spec, parent, arena, slots, worker, beat=beat)
         if self.mode == "process":
             with _sigint_blocked():
                 worker.start()
@@ -343,7 +363,11 @@ class ParallelPool:
         self._reap(h)
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
-        self.inference.publish(model, version)
+        if self.shared_weights is None:
+            self.inference.publish(model, version)
+        else:  # no actor asks the server: only the actors' copies need the weights
+            self.shared_weights.publish(model, version)
+            self.inference.version = version
 
     def events(self) -> list[ActorEvent]:
         """Faults and quarantines seen since the last call (for logging and the scheduler)."""
@@ -388,7 +412,8 @@ class ParallelPool:
             if not h.alive or h.stopping:
                 self._reap(h)
                 continue
-            if h.stepping_since is not None and now - h.stepping_since > fp.step_timeout_s:
+            stepping = h.step_started()
+            if stepping is not None and now - stepping > fp.step_timeout_s:
                 text = f"an env step took longer than step_timeout_s={fp.step_timeout_s:g}"
                 self.server.mark_lost(h, "hang", text)
             elif not h.ready and now - h.started > fp.start_timeout_s:
@@ -447,3 +472,5 @@ class ParallelPool:
             h.conn.close()
             h.arena.close()
         self._handles.clear()
+        if self.shared_weights is not None:
+            self.shared_weights.close()

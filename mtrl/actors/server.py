@@ -14,6 +14,7 @@ each unroll's ``core_state`` at its first step.
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import threading
 import time
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+import numpy as np
 
 from mtrl.actors import protocol as P
 from mtrl.actors.core_states import CoreStates
@@ -50,6 +53,15 @@ class ActorHandle:
     handled: bool = False  # the pool has dealt with its failure (kept until then)
     outstanding: set[int] = field(default_factory=set)  # slots the learner holds
     send_lock: threading.Lock = field(default_factory=threading.Lock)
+    beat: np.ndarray | None = None  # a local-inference actor's step start (worker.BEAT)
+
+    def step_started(self) -> float | None:
+        """Monotonic time the actor's current env step started; None while it is not stepping
+        (waiting for actions, a free slot, or its first unroll)."""
+        if self.beat is None:
+            return self.stepping_since
+        t = float(self.beat[0])
+        return None if math.isnan(t) else t
 
     def send(self, msg: bytes) -> bool:
         with self.send_lock:

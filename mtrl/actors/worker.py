@@ -1,11 +1,16 @@
-"""An actor worker: one batch env of one task, stepped with actions from the inference server.
+"""An actor worker: one batch env of one task, stepped with actions from the inference server
+or from its own copy of the policy.
 
 Runs in its own process (spawned) or in a thread of the learner process (for envs that release
 the GIL, such as envpool). It builds its env from the plugin registry (a spawned process
-rebuilds the registry from entry points), maps its unroll slots from shared memory, and for
-every step sends ``ACT(slot, t)`` and waits for ``GO`` — the server has then written the actions
-into the slot. A full slot is announced with ``UNROLL`` and belongs to the learner until
-``RELEASE``; with two or more slots the actor keeps stepping while the learner reads.
+rebuilds the registry from entry points) and maps its unroll slots from shared memory. With
+central inference it sends ``ACT(slot, t)`` for every step and waits for ``GO`` — the server has
+then written the actions into the slot. With local inference (``actors.inference: local``) it
+acts with its own CPU copy of the policy, loading the learner's newer weights from shared memory
+(:mod:`mtrl.actors.shared_weights`) before each step, and writes the time each env step starts
+into its arena's ``beat`` so the pool can still tell a hung step. A full slot is announced with
+``UNROLL`` and belongs to the learner until ``RELEASE``; with two or more slots the actor keeps
+stepping while the learner reads.
 
 Faults: an exception (env build, reset or step) is sent as ``FAULT(kind, text)`` with the
 innermost traceback line before the worker returns; ``kind`` is ``nan`` for non-finite env
@@ -29,8 +34,14 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
+import torch
+
 from mtrl.actors import protocol as P
-from mtrl.actors.runner import EnvStepper, NonFiniteError
+from mtrl.actors.core_states import CoreStates
+from mtrl.actors.inference import InferenceModel
+from mtrl.actors.runner import ActFn, EnvStepper, NonFiniteError
+from mtrl.actors.shared_weights import WeightsLayout, WeightsReader
 from mtrl.actors.shm import Arena, ArenaLayout
 from mtrl.actors.unroll import UnrollBuffer
 
@@ -53,10 +64,20 @@ class ActorJob:
 
 @dataclass(frozen=True, kw_only=True)
 class ActorSpec(ActorJob):
-    """An actor worker of the parallel pool: its job and its unroll slots in shared memory."""
+    """An actor worker of the parallel pool: its job and its unroll slots in shared memory;
+    with local inference also the policy it acts with (a CPU copy of the learner's model) and
+    where the learner publishes its weights."""
 
     layout: ArenaLayout
     num_slots: int
+    policy: torch.nn.Module | None = None
+    weights: WeightsLayout | None = None
+    greedy: bool = False  # local inference: the policy's mode instead of a sample (tests)
+
+
+#: The arena field where a local-inference actor writes when its current env step started
+#: (``time.monotonic()``, system-wide on Linux), NaN while it waits for a free slot.
+BEAT = "beat"
 
 
 def fault_kind(e: BaseException) -> str:
@@ -102,6 +123,7 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
     env: Any = None
     stepper: EnvStepper | None = None
     arena: Arena | None = None
+    reader: WeightsReader | None = None
     if _own_process():
         _setup_process(spec.actor_id)
     try:
@@ -114,7 +136,13 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
             UnrollBuffer.from_arrays(spec.task, slot_arrays(arena.arrays, i))
             for i in range(spec.num_slots)
         ]
-        _run(spec, conn, stepper, slots)
+        beat = arena.arrays.get(BEAT)
+        if spec.weights is not None and spec.policy is not None:
+            reader = WeightsReader(spec.weights)
+            act = local_act(spec.task, spec.policy, reader, beat, greedy=spec.greedy)
+        else:
+            act = None
+        _run(spec, conn, stepper, slots, act, beat)
     except (_Stopped, KeyboardInterrupt):
         pass
     except BaseException as e:  # the env's, or the server went away (then the send fails)
@@ -128,12 +156,51 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
         if env is not None:
             with contextlib.suppress(Exception):
                 env.close()
+        if reader is not None:
+            reader.close()
         if arena is not None:
             arena.close()
         conn.close()
 
 
-def _run(spec: ActorSpec, conn: Connection, stepper: EnvStepper, slots: list) -> None:
+def local_act(
+    task: int,
+    policy: torch.nn.Module,
+    reader: WeightsReader,
+    beat: np.ndarray | None,
+    *,
+    greedy: bool = False,
+) -> ActFn:
+    """The step function of an actor acting with its own copy of ``policy``: newer published
+    weights first (so its actions lag the learner by what the server's would), then one
+    forward; ``beat`` gets the time the env step that follows starts."""
+    if _own_process():
+        torch.set_num_threads(1)  # one core's worth of work per actor
+    inference = InferenceModel(policy, greedy=greedy)
+    states = CoreStates(inference)  # a recurrent model's per-env states
+
+    def act(buf: UnrollBuffer, t: int) -> None:
+        if reader.newer_than(inference.version):
+            inference.version = reader.load(inference.model, inference.version)
+        raw, logp, version = states.act(task, [(0, buf, t)])
+        buf.actions[t] = raw
+        buf.behaviour_logp[t] = logp
+        buf.versions[t] = version
+        if beat is not None:
+            beat[0] = time.monotonic()
+
+    return act
+
+
+def _run(
+    spec: ActorSpec,
+    conn: Connection,
+    stepper: EnvStepper,
+    slots: list,
+    local_fn: ActFn | None = None,
+    beat: np.ndarray | None = None,
+) -> None:
+    """Fill slot after slot: ``local_fn`` acts (local inference), else the server does."""
     free = set(range(len(slots)))
 
     def handle(msg: bytes) -> bool:
@@ -150,11 +217,18 @@ def _run(spec: ActorSpec, conn: Connection, stepper: EnvStepper, slots: list) ->
 
     slot_idx = 0
 
-    def act(buf: UnrollBuffer, t: int) -> None:
+    def remote(buf: UnrollBuffer, t: int) -> None:
         conn.send_bytes(P.act(slot_idx, t))
         while not handle(conn.recv_bytes()):
             pass
 
+    def local(buf: UnrollBuffer, t: int) -> None:
+        while conn.poll():  # the learner's RELEASE and STOP, between steps
+            handle(conn.recv_bytes())
+        own(buf, t)
+
+    own = local_fn
+    act = remote if own is None else local
     conn.send_bytes(P.READY)
     stepper.start(slots[0])
     clock = time.perf_counter
@@ -171,6 +245,8 @@ def _run(spec: ActorSpec, conn: Connection, stepper: EnvStepper, slots: list) ->
             env_seconds=stepper.env_seconds - env_s0,
             wall_seconds=clock() - t0,
         )
+        if beat is not None:
+            beat[0] = np.nan  # not stepping: a wait for a free slot is not a hung step
         conn.send_bytes(P.unroll(info))
         nxt = (slot_idx + 1) % len(slots)
         while nxt not in free:

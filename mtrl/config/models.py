@@ -230,6 +230,16 @@ class ActorsConfig(ConfigModel):
     and hand unrolls over through shared memory. ``ray``: actors are Ray actors anywhere in a
     Ray cluster (``actors.ray``), each acting with its own CPU copy of the policy and handing
     unrolls over through Ray's object store (needs ``pip install 'mtrl[ray]'``)."""
+    inference: Literal["auto", "central", "local"] = "auto"
+    """Who chooses the actions of ``process`` and ``thread`` actors. ``central``: one
+    inference server in the learner's process runs a batched forward per task for every actor
+    waiting (Sebulba's arrangement: the forward runs where the model is, on the learner's
+    accelerator). ``local``: every actor acts with its own CPU copy of the policy and loads the
+    learner's newer weights from shared memory before each step (IMPALA's arrangement): with a
+    CPU learner it takes inference off the learner's process, whose two threads would otherwise
+    contend for one interpreter lock. ``auto``: ``local`` when the learner runs on the CPU,
+    else ``central``. ``ray`` actors always act locally; ``serial`` acts with the learner's
+    model."""
     slots_per_actor: int = Field(default=2, ge=1, le=64)
     """Unroll buffers per actor: with 2 or more an actor keeps stepping while the learner reads
     its previous unroll (double buffering)."""

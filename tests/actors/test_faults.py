@@ -293,6 +293,46 @@ def test_raises_nans_kills_segfaults_and_hangs_are_survived_counted_and_restarte
     }
 
 
+def test_local_inference_actors_hangs_kills_and_raises_are_caught_too(tmp_path: Path) -> None:
+    """Actors acting with their own copy of the policy send no message per step: a hung step
+    is read from the time each step started (the arena's beat), and waiting on the learner
+    still is not a hang."""
+    tasks = [
+        _task(0, "healthy"),
+        _task(1, "raise", raise_after=11, **_once(tmp_path, "raise")),
+        _task(2, "kill", kill_after=3, **_once(tmp_path, "kill")),
+        _task(3, "hang", hang_after=3, **_once(tmp_path, "hang")),
+    ]
+    expected = {1: "raise", 2: "exit", 3: "hang"}
+    policy = FaultPolicy(max_restarts=3, backoff_base_s=0.05, step_timeout_s=2.0)
+    pool = ParallelPool(
+        tasks,
+        T,
+        InferenceModel(_model(tasks)),
+        start_method="forkserver",
+        faults=policy,
+        local_inference=True,
+    )
+    run = Run(pool)
+    try:
+        pool.set_actors([1] * len(tasks))
+        run.until(
+            lambda: all(pool.faults[t].faults >= 1 and run.after_faults(t) >= 3 for t in expected),
+            timeout=90,
+        )
+        time.sleep(2.5)  # every actor's slots fill up and stay ours: waiting, not hung
+        for _ in range(3):
+            run.step()
+    finally:
+        pool.close()
+    f = pool.faults
+    assert f[0].faults == 0 and len(run.unrolls[0]) >= 3, f[0].last_error
+    for t, kind in expected.items():
+        assert f[t].by_kind[kind] == f[t].faults == 1, (tasks[t].name, f[t].by_kind)
+    assert "step_timeout_s=2" in run.texts(3)[0] and "process was killed" in run.texts(3)[0]
+    assert pool.server.forwards == 0
+
+
 def test_a_task_that_keeps_failing_is_quarantined_and_the_others_go_on(tmp_path: Path) -> None:
     tasks = [
         _task(0, "healthy"),
@@ -388,13 +428,20 @@ def test_actor_processes_ignore_ctrl_c() -> None:
     assert signal.SIGINT not in mask, "the learner's own Ctrl-C still works"
 
 
-def test_an_actor_waiting_for_the_learner_is_not_hung() -> None:
+@pytest.mark.parametrize("local", [False, True])
+def test_an_actor_waiting_for_the_learner_is_not_hung(local: bool) -> None:
     """The step timeout covers env steps only: an actor whose slots the learner holds (a slow
     update, a batch still filling) is waiting, not hung."""
     tasks = [_task(0, "healthy")]
     policy = FaultPolicy(step_timeout_s=0.5)
     pool = ParallelPool(
-        tasks, T, InferenceModel(_model(tasks)), mode="thread", num_slots=1, faults=policy
+        tasks,
+        T,
+        InferenceModel(_model(tasks)),
+        mode="thread",
+        num_slots=1,
+        faults=policy,
+        local_inference=local,
     )
     held = 0
     try:

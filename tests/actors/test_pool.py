@@ -4,6 +4,7 @@ and survives a killed actor."""
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import time
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from mtrl.actors.factory import local_inference
 from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
@@ -70,14 +72,24 @@ def _serial_unrolls(setups, model, n):
     return out
 
 
-@pytest.mark.parametrize("mode", ["process", "thread"])
-def test_parallel_unrolls_equal_the_serial_ones(mode):
+@pytest.mark.parametrize(
+    ("mode", "local"), [("process", False), ("thread", False), ("process", True), ("thread", True)]
+)
+def test_parallel_unrolls_equal_the_serial_ones(mode, local):
     """Same seed, same (greedy) policy: one actor in a worker produces bit-identical unrolls,
-    including the bootstrap row carried from one slot to the next and the reset-step mask."""
+    including the bootstrap row carried from one slot to the next and the reset-step mask —
+    acting through the inference server or with its own copy of the policy."""
     setups = [_setup("gymnasium/CartPole-v1")]
     model = _model(setups)
     expected = _serial_unrolls(setups, model, 6)
-    pool = ParallelPool(setups, T, InferenceModel(model, greedy=True), mode=mode, num_slots=2)
+    pool = ParallelPool(
+        setups,
+        T,
+        InferenceModel(model, greedy=True),
+        mode=mode,
+        num_slots=2,
+        local_inference=local,
+    )
     got = []
     try:
         pool.set_actors([1])
@@ -95,10 +107,13 @@ def test_parallel_unrolls_equal_the_serial_ones(mode):
             np.testing.assert_array_equal(g[key], e[key], err_msg=key)
 
 
-def test_versions_are_stamped_and_lag_is_visible():
+@pytest.mark.parametrize(("mode", "local"), [("thread", False), ("process", True)])
+def test_versions_are_stamped_and_lag_is_visible(mode, local):
     setups = [_setup("gymnasium/CartPole-v1")]
     model = _model(setups)
-    pool = ParallelPool(setups, T, InferenceModel(model), mode="thread", num_slots=3)
+    pool = ParallelPool(
+        setups, T, InferenceModel(model), mode=mode, num_slots=3, local_inference=local
+    )
     try:
         pool.set_actors([1])
         seen = []
@@ -136,6 +151,42 @@ def test_several_actors_of_a_task_share_forwards():
     assert forwards < requests, "waiting actors of one task are served by one forward"
 
 
+def test_local_actors_act_with_the_weights_the_learner_publishes():
+    """With local inference an actor process loads each published version before its next
+    step: a policy republished to always push left is followed from the next unroll on, and
+    the server serves no forward at all."""
+    setups = [_setup("gymnasium/CartPole-v1")]
+    model = _model(setups)
+    pool = ParallelPool(
+        setups, T, InferenceModel(model), mode="process", num_slots=1, local_inference=True
+    )
+    left = _model(setups)
+    with torch.no_grad():  # the policy head's logits: action 0 by a margin of 100
+        head = left.policy_heads[0].linear
+        head.weight.zero_()
+        head.bias.copy_(torch.tensor([100.0, 0.0]))
+    versions, actions = [], []
+    try:
+        pool.set_actors([1])
+        deadline = time.monotonic() + 60
+        while len(versions) < 4 and time.monotonic() < deadline:
+            for ru in pool.get(timeout=1.0):
+                versions.append(ru.buffer.versions.copy())
+                actions.append(ru.buffer.actions.copy())
+                if len(versions) == 2:
+                    pool.publish(left, 7)  # the slot is still ours: the actor is waiting
+                pool.release(ru)
+        forwards = pool.server.forwards
+    finally:
+        pool.close()
+    assert len(versions) >= 4
+    assert (versions[0] == 0).all() and (versions[1] == 0).all()
+    assert (versions[2] == 7).all() and (versions[3] == 7).all()
+    assert actions[0].any(), "the initial policy pushes both ways"
+    assert not actions[2].any() and not actions[3].any(), "the published policy: left only"
+    assert forwards == 0, "nothing asked the inference server"
+
+
 def test_a_killed_actor_is_reported_and_restarted():
     setups = [_setup("gymnasium/CartPole-v1")]
     model = _model(setups)
@@ -162,3 +213,11 @@ def test_a_killed_actor_is_reported_and_restarted():
     assert events.faults == 1 and events.restarts == 1
     assert "exited" in events.last_error
     assert got_after >= 3, "the restarted actor delivers unrolls"
+
+
+def test_auto_inference_is_local_for_a_cpu_learner_only() -> None:
+    model = _model([_setup("gymnasium/CartPole-v1")])
+    assert local_inference("auto", model) and local_inference("local", model)
+    assert not local_inference("central", model)
+    meta = copy.deepcopy(model).to("meta")  # any device but the CPU: central, batched there
+    assert not local_inference("auto", meta) and local_inference("local", meta)

@@ -104,14 +104,17 @@ class _Unroll:
         self.terminated = self.truncated = np.zeros_like(arrays["valid"])
 
 
-@pytest.mark.parametrize("mode", ["process", "thread"])
-def test_parallel_unrolls_with_core_states_equal_the_serial_ones(mode: str) -> None:
-    """One actor behind the inference server: bit-identical unrolls and initial states."""
+@pytest.mark.parametrize(
+    ("mode", "local"), [("process", False), ("thread", False), ("process", True)]
+)
+def test_parallel_unrolls_with_core_states_equal_the_serial_ones(mode: str, local: bool) -> None:
+    """One actor behind the inference server, or acting with its own copy of the policy:
+    bit-identical unrolls and initial states."""
     setup = _setup()
     model = _model(setup)
     expected = _serial(setup, model, 5, greedy=True)
     inference = InferenceModel(model, greedy=True)
-    pool = ParallelPool([setup], T, inference, mode=mode, num_slots=2)
+    pool = ParallelPool([setup], T, inference, mode=mode, num_slots=2, local_inference=local)
     got = []
     try:
         pool.set_actors([1])

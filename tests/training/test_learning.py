@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mtrl.config import parse_config
 from mtrl.trainer import Trainer, TrainResult
 
@@ -14,16 +16,19 @@ def _train(yaml_text: str) -> TrainResult:
         trainer.close()
 
 
-def test_cartpole_is_solved() -> None:
+@pytest.mark.parametrize("inference", ["central", "local"])
+def test_cartpole_is_solved(inference: str) -> None:
+    """Actor processes acting through the inference server or with their own policy copy."""
     result = _train(
-        """
+        f"""
         total_env_steps: 800000
         stop_at_target: true
         tasks:
           - env: gymnasium/CartPole-v1
             num_envs: 16
             target_score: 475
-        learner: {batch_size: 16}
+        learner: {{batch_size: 16}}
+        actors: {{inference: {inference}}}
         """
     )
     (task,) = result.tasks
