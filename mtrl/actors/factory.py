@@ -69,13 +69,15 @@ def make_pool(
         num_slots=cfg.actors.slots_per_actor,
         start_method=cfg.actors.start_method,
         faults=faults,
-        local_inference=local_inference(cfg.actors.inference, model),
+        local_inference=local_inference(cfg.actors.inference, mode, model),
     )
 
 
-def local_inference(setting: str, model: torch.nn.Module) -> bool:
+def local_inference(setting: str, mode: str, model: torch.nn.Module) -> bool:
     """Whether process/thread actors act with their own copy of the policy
-    (``actors.inference``; ``auto``: when the learner's model is on the CPU)."""
+    (``actors.inference``). ``auto``: process actors with the learner's model on the CPU —
+    the forward then leaves the learner's process; thread actors share its interpreter lock
+    anyway, and an accelerator batches the forward best where the model is."""
     if setting == "auto":
-        return next(model.parameters()).device.type == "cpu"
+        return mode == "process" and next(model.parameters()).device.type == "cpu"
     return setting == "local"

@@ -237,9 +237,9 @@ class ActorsConfig(ConfigModel):
     accelerator). ``local``: every actor acts with its own CPU copy of the policy and loads the
     learner's newer weights from shared memory before each step (IMPALA's arrangement): with a
     CPU learner it takes inference off the learner's process, whose two threads would otherwise
-    contend for one interpreter lock. ``auto``: ``local`` when the learner runs on the CPU,
-    else ``central``. ``ray`` actors always act locally; ``serial`` acts with the learner's
-    model."""
+    contend for one interpreter lock. ``auto``: ``local`` for ``process`` actors when the
+    learner runs on the CPU, else ``central``. ``ray`` actors always act locally; ``serial``
+    acts with the learner's model."""
     slots_per_actor: int = Field(default=2, ge=1, le=64)
     """Unroll buffers per actor: with 2 or more an actor keeps stepping while the learner reads
     its previous unroll (double buffering)."""

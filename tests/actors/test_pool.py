@@ -215,9 +215,12 @@ def test_a_killed_actor_is_reported_and_restarted():
     assert got_after >= 3, "the restarted actor delivers unrolls"
 
 
-def test_auto_inference_is_local_for_a_cpu_learner_only() -> None:
+def test_auto_inference_is_local_for_process_actors_of_a_cpu_learner_only() -> None:
     model = _model([_setup("gymnasium/CartPole-v1")])
-    assert local_inference("auto", model) and local_inference("local", model)
-    assert not local_inference("central", model)
+    assert local_inference("auto", "process", model)
+    assert not local_inference("auto", "thread", model), "threads share the learner's GIL"
+    assert local_inference("local", "thread", model)
+    assert not local_inference("central", "process", model)
     meta = copy.deepcopy(model).to("meta")  # any device but the CPU: central, batched there
-    assert not local_inference("auto", meta) and local_inference("local", meta)
+    assert not local_inference("auto", "process", meta)
+    assert local_inference("local", "process", meta)
