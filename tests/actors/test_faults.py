@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -72,6 +73,13 @@ def _model(tasks: list[TaskSetup]) -> MultiTaskModel:
 def _once(tmp_path: Path, name: str, n: int = 1) -> dict:
     """Chaos kwargs: only the first ``n`` env instances of this task are faulty."""
     return {"faulty_instances": n, "marker_dir": str(tmp_path / name)}
+
+
+def _forkserver_pool(tasks: list[TaskSetup], policy: FaultPolicy, **kw: Any) -> ParallelPool:
+    """Process actors forked from a server that has loaded the plugins (fast restarts)."""
+    return ParallelPool(
+        tasks, T, InferenceModel(_model(tasks)), start_method="forkserver", faults=policy, **kw
+    )
 
 
 class Run:
@@ -243,13 +251,7 @@ def test_raises_nans_kills_segfaults_and_hangs_are_survived_counted_and_restarte
     expected = {1: ("raise", 2), 2: ("nan", 1), 3: ("nan", 1), 4: ("exit", 2), 5: ("exit", 1)}
     expected[6] = ("hang", 1)
     policy = FaultPolicy(max_restarts=3, backoff_base_s=0.05, step_timeout_s=2.0)
-    pool = ParallelPool(
-        tasks,
-        T,
-        InferenceModel(_model(tasks)),
-        start_method="forkserver",
-        faults=policy,
-    )
+    pool = _forkserver_pool(tasks, policy)
     run = Run(pool)
     try:
         pool.set_actors([1] * len(tasks))
@@ -305,14 +307,7 @@ def test_local_inference_actors_hangs_kills_and_raises_are_caught_too(tmp_path: 
     ]
     expected = {1: "raise", 2: "exit", 3: "hang"}
     policy = FaultPolicy(max_restarts=3, backoff_base_s=0.05, step_timeout_s=2.0)
-    pool = ParallelPool(
-        tasks,
-        T,
-        InferenceModel(_model(tasks)),
-        start_method="forkserver",
-        faults=policy,
-        local_inference=True,
-    )
+    pool = _forkserver_pool(tasks, policy, local_inference=True)
     run = Run(pool)
     try:
         pool.set_actors([1] * len(tasks))
@@ -340,9 +335,7 @@ def test_a_task_that_keeps_failing_is_quarantined_and_the_others_go_on(tmp_path:
         _task(2, "flaky", raise_after=2 * T + 3),  # 2 good unrolls, then a failure, each time
     ]
     policy = FaultPolicy(max_restarts=2, backoff_base_s=0.05)
-    pool = ParallelPool(
-        tasks, T, InferenceModel(_model(tasks)), start_method="forkserver", faults=policy
-    )
+    pool = _forkserver_pool(tasks, policy)
     run = Run(pool)
     try:
         pool.set_actors([1, 1, 1])
