@@ -12,7 +12,7 @@ Each workload is measured ``--repeat`` times (stages, then end-to-end, back to b
 median ratio per mode is reported: single measurements on a shared machine swing by ±10 %.
 
 Usage: ``python benchmarks/throughput.py [--seconds 8] [--repeat 3] [--workloads cartpole
-minatar] [--modes serial process]``. Writes ``docs/results/throughput.json``.
+minatar] [--modes serial process process-central]``. Writes ``docs/results/throughput.json``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,13 @@ WORKLOADS = {
 UNROLL = 20
 
 
+def _actors(mode: str) -> str:
+    """The ``actors`` mapping of a benchmark mode: an actor mode, optionally with the
+    inference arrangement after a dash (``process-central``, ``process-local``)."""
+    actor_mode, _, inference = mode.partition("-")
+    return f"{{mode: {actor_mode}" + (f", inference: {inference}}}" if inference else "}")
+
+
 def _config(w: dict[str, Any], mode: str, steps: int, run_dir: str) -> Any:
     return parse_config(
         f"""
@@ -60,7 +67,7 @@ def _config(w: dict[str, Any], mode: str, steps: int, run_dir: str) -> Any:
           - env: {w["env"]}
             num_envs: {w["num_envs"]}
         scheduler: {{num_actors: {w["actors"]}}}
-        actors: {{mode: {mode}}}
+        actors: {_actors(mode)}
         learner: {{unroll_length: {UNROLL}, batch_size: {w["num_envs"] * w["actors"]}}}
         tracking: {{run_dir: {run_dir}, log_every_s: 1, console: quiet, wandb: {{mode: disabled}}}}
         """
@@ -275,7 +282,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    ap.add_argument("--modes", nargs="+", default=["serial", "process"])
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        default=["serial", "process", "process-central"],
+        help="actor modes, an inference arrangement after a dash: process-central, "
+        "process-local (process alone: the default, auto)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="measurements per workload (median)")
     args = ap.parse_args()
     out = run(args.workloads, args.modes, args.seconds, args.repeat)
