@@ -1,6 +1,6 @@
 """The actor pool a config asks for (``actors.mode``): serial, process/thread (acting through
 the central inference server or with their own copy of the policy: ``actors.inference``), or
-Ray (with ``actors.ray.local_actors``, Ray beside local workers with central inference).
+Ray (with ``actors.ray.local_actors``, Ray beside local worker processes).
 
 Ray's pool is imported only when asked for, so Ray stays an optional extra.
 """
@@ -48,6 +48,7 @@ def make_pool(
             num_slots=cfg.actors.slots_per_actor,
             start_method=cfg.actors.start_method,
             faults=faults,
+            local_inference=local_inference(cfg.actors.inference, "process", model),
         )
     if mode == "ray":
         from mtrl.actors.ray_pool import RayPool

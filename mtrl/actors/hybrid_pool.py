@@ -1,15 +1,13 @@
-"""``actors.mode: ray`` with ``actors.ray.local_actors``: central batched inference for the
+"""``actors.mode: ray`` with ``actors.ray.local_actors``: process mode's worker processes for the
 actors on the learner's machine, Ray actors everywhere else.
 
-IMPALA's arrangement (each actor acts with its own CPU copy of the policy) is what remote nodes
-need, but on the learner's own machine it puts one small forward on the critical path of every
-env step of every actor, competing for the cores the learner uses: with a 1 ms simulation on
-this 2-core machine, Ray actors reached 0.67 of process mode's rate (docs/BENCHMARKS.md, "Ray
-actors"). Process mode's arrangement — worker processes stepping envs while one server thread
-answers all of them with one forward per task, on the learner's device — is the better one
-there. :class:`HybridPool` runs both under one pool contract: up to ``local_actors`` actors
-as worker processes of a :class:`~mtrl.actors.pool.ParallelPool` on this machine, the others
-as Ray actors of a :class:`~mtrl.actors.ray_pool.RayPool` anywhere in the cluster.
+Ray actors are what remote nodes need, but on the learner's own machine a Ray actor costs more
+than a worker process: with a 1 ms simulation on this 2-core machine, Ray actors reached
+0.75–0.78 of process mode's rate (docs/BENCHMARKS.md, "Ray actors"). :class:`HybridPool` runs
+both under one pool contract: up to ``local_actors`` actors as worker processes of a
+:class:`~mtrl.actors.pool.ParallelPool` on this machine — acting through the central inference
+server or with their own policy copies, as ``actors.inference`` says — the others as Ray actors
+of a :class:`~mtrl.actors.ray_pool.RayPool` anywhere in the cluster.
 
 Where an actor goes: a new actor (or a restart) runs locally while fewer than ``local_actors``
 run here and its task is not pinned to nodes by ``placement.resources`` (the learner's machine
@@ -42,7 +40,7 @@ POLL_S = 0.002
 
 
 class HybridPool:
-    """Local worker processes with central inference, plus Ray actors (module docstring)."""
+    """Local worker processes, plus Ray actors (module docstring)."""
 
     mode = "ray"
 
@@ -58,7 +56,10 @@ class HybridPool:
         num_slots: int = 2,
         start_method: str = "spawn",
         faults: FaultPolicy | None = None,
+        local_inference: bool = False,
     ) -> None:
+        """``local_inference``: the worker processes act with their own policy copies
+        (:class:`~mtrl.actors.pool.ParallelPool`), instead of asking the inference server."""
         self.tasks = tasks
         self.local_actors = local_actors
         self.placements = placements or [TaskPlacement() for _ in tasks]
@@ -78,7 +79,13 @@ class HybridPool:
             **shared,
         )
         self.local = ParallelPool(
-            tasks, unroll_length, inference, mode="process", start_method=start_method, **shared
+            tasks,
+            unroll_length,
+            inference,
+            mode="process",
+            start_method=start_method,
+            local_inference=local_inference,
+            **shared,
         )
         self._where: dict[int, ParallelPool | RayPool] = {}  # every actor started: its side
         self._quarantined: set[int] = set()
@@ -97,7 +104,7 @@ class HybridPool:
         return counts
 
     def local_per_task(self) -> list[int]:
-        """Actors per task running on this machine with central inference."""
+        """Actors per task running on this machine as worker processes."""
         return self.local.actors_per_task()
 
     def start_actor(self, task: int) -> int:

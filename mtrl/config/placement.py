@@ -43,10 +43,10 @@ class RayConfig(ConfigModel):
     reserve_cpus: float = Field(default=1.0, ge=0)
     """With ``budget_from_cluster``: CPUs of the cluster left to the learner and the driver."""
     local_actors: int = Field(default=0, ge=0)
-    """Up to this many actors run on the learner's machine as worker processes answered by
-    the central batched inference server (process mode's arrangement: one forward per task for
-    all of them, on the learner's device) instead of as Ray actors each acting with its own
-    CPU copy of the policy; the others are Ray actors anywhere in the cluster. Tasks pinned by
+    """Up to this many actors run on the learner's machine as process mode's worker processes
+    (acting as ``actors.inference`` says: through the central inference server, or with their
+    own policy copies loaded from shared memory) instead of as Ray actors; the others are Ray
+    actors anywhere in the cluster. Tasks pinned by
     ``placement.resources`` always go to Ray. Count these cores out of the Ray node on the
     learner's machine (``ray start --num-cpus``, or ``num_cpus`` here for an embedded Ray);
     with ``budget_from_cluster`` they add to the budget. 0: every actor is a Ray actor."""

@@ -488,8 +488,9 @@ def unplaceable_task_is_a_fault() -> dict[str, Any]:
 
 def local_and_remote_actors(tmp: str, total_env_steps: int = 120_000) -> dict[str, Any]:
     """``actors.ray.local_actors: 2`` on a head node without CPUs and one worker node with a
-    custom resource ``sim_b``: the unpinned task's two actors run here as worker processes with
-    central inference, the pinned task's on its node as Ray actors."""
+    custom resource ``sim_b``: the unpinned task's two actors run here as worker processes (with
+    their own policy copies: ``actors.inference: auto`` and a CPU learner), the pinned task's on
+    its node as Ray actors."""
     from mtrl.config import parse_config
     from mtrl.trainer import Trainer
 
@@ -524,6 +525,8 @@ checkpoint: {{enabled: false}}
             },
             "node_metrics": {k: v for k, v in metrics.items() if k.startswith("actors/")},
             "faults": [f.faults for f in pool.faults],
+            "local_inference": pool.local.shared_weights is not None,
+            "server_forwards": pool.local.server.forwards,
         }
     finally:
         trainer.close()
