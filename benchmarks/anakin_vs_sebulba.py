@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import SerialPool, TaskSetup
+from mtrl.actors.pool import TaskSetup
+from mtrl.actors.serial_pool import SerialPool
 from mtrl.anakin import AnakinRunner, anakin_train_step
 from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import task_batch

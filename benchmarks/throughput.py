@@ -35,7 +35,8 @@ from _common import machine, write_result
 from _timed_trainer import TimedTrainer
 
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import SerialPool, TaskSetup
+from mtrl.actors.pool import TaskSetup
+from mtrl.actors.serial_pool import SerialPool
 from mtrl.config import parse_config
 from mtrl.learner.batch import task_batch
 from mtrl.learner.distributions import env_actions

@@ -79,6 +79,14 @@ class CoreStates:
             start += buf.num_envs
         return raw, logp, version
 
+    def act_into(self, key: Hashable, buf: UnrollBuffer, t: int) -> None:
+        """Act on one row and write its actions, log-probs and weights version into ``buf``
+        at step ``t`` (an actor serving only itself: the serial pool, a policy copy)."""
+        raw, logp, version = self.act(buf.task, [(key, buf, t)])
+        buf.actions[t] = raw
+        buf.behaviour_logp[t] = logp
+        buf.versions[t] = version
+
     def _get(self, key: Hashable, buf: UnrollBuffer) -> torch.Tensor:
         state = self._states.get(key)
         if state is None:

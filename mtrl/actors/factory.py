@@ -13,7 +13,8 @@ import torch
 
 from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.pool import ParallelPool, TaskSetup
+from mtrl.actors.serial_pool import SerialPool
 from mtrl.config import ExperimentConfig
 from mtrl.plugins import BatchEnv
 

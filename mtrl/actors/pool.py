@@ -1,7 +1,7 @@
 """Actor pools: who steps the envs. One interface, three modes.
 
-* :class:`SerialPool` steps every task in the caller's thread (debugging, tests, and often the
-  fastest choice on one or two cores).
+* :class:`~mtrl.actors.serial_pool.SerialPool` steps every task in the caller's thread
+  (debugging, tests, and often the fastest choice on one or two cores).
 * :class:`ParallelPool` runs actor workers as processes (``process``) or as threads of this
   process (``thread``, for envs that release the GIL such as envpool), with the central
   :class:`~mtrl.actors.server.InferenceServer` and unroll slots in shared memory.
@@ -11,11 +11,11 @@ The trainer's loop is the same for all: ``get()`` ready unrolls, learn from them
 
 Faults (parallel pools; docs/FAULTS.md): an env that raises or returns NaN/inf, an actor process
 that dies (kill -9, segfault) and an env step that outlives ``step_timeout_s`` are each detected,
-counted per task and kind (:class:`TaskFaults`), reported through :meth:`ParallelPool.events`,
-and the actor is restarted with exponential back-off; the unroll it was filling is dropped, so
-bad data never reaches the learner. A task whose actors fail more than they deliver is
-quarantined (see :class:`FaultPolicy`) and the run goes on with the others. The serial pool is
-for debugging: an env error there propagates with its traceback.
+counted per task and kind (:class:`~mtrl.actors.faults.TaskFaults`), reported through
+:meth:`ParallelPool.events`, and the actor is restarted with exponential back-off; the unroll
+it was filling is dropped, so bad data never reaches the learner. A task whose actors fail more
+than they deliver is quarantined (see :class:`FaultPolicy`) and the run goes on with the others.
+The serial pool is for debugging: an env error there propagates with its traceback.
 """
 
 from __future__ import annotations
@@ -38,16 +38,13 @@ import numpy as np
 import torch
 
 from mtrl.actors import protocol as P
-from mtrl.actors.core_states import CoreStates
-from mtrl.actors.faults import FaultBook, FaultPolicy, TaskFaults, describe_exit
+from mtrl.actors.faults import FaultBook, FaultPolicy, describe_exit
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.runner import SerialActor
 from mtrl.actors.server import ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
 from mtrl.actors.shared_weights import SharedWeights
 from mtrl.actors.shm import Arena
 from mtrl.actors.unroll import UnrollBuffer, unroll_fields
 from mtrl.actors.worker import BEAT, ActorSpec, actor_main, slot_arrays
-from mtrl.plugins import BatchEnv
 
 
 @dataclass(frozen=True)
@@ -108,72 +105,6 @@ def _sigint_blocked() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-class SerialPool:
-    """Every task's env stepped in this thread, one unroll per task per :meth:`get`."""
-
-    mode = "serial"
-
-    def __init__(
-        self,
-        tasks: list[TaskSetup | None],
-        envs: list[BatchEnv | None],
-        unroll_length: int,
-        inference: InferenceModel,
-    ) -> None:
-        """``tasks[i]`` is None for a task this pool does not run (Anakin, another rank's)."""
-        self.tasks = tasks
-        self.inference = inference
-        self.states = CoreStates(inference)  # a recurrent model's states, keyed by task
-        self.actors = [
-            SerialActor(t.index, env, unroll_length, t.reward_scale, t.name, inference.state_size)
-            for t, env in zip(tasks, envs, strict=True)
-            if t is not None and env is not None
-        ]
-        self.faults = [TaskFaults() for _ in tasks]
-        self._owner: dict[int, SerialActor] = {}
-
-    def actors_per_task(self) -> list[int]:
-        return [int(t is not None) for t in self.tasks]
-
-    def _act(self, buf: UnrollBuffer, t: int) -> None:
-        raw, logp, version = self.states.act(buf.task, [(buf.task, buf, t)])
-        buf.actions[t] = raw
-        buf.behaviour_logp[t] = logp
-        buf.versions[t] = version
-
-    def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
-        out = []
-        for a in self.actors:
-            s = a.stepper
-            env_s0, t0 = s.env_seconds, time.perf_counter()
-            buf = a.collect(self._act)
-            returns, lengths = s.episodes.drain()
-            info = P.UnrollInfo(
-                slot=-1,
-                env_steps=buf.length * buf.num_envs,
-                episode_returns=returns,
-                episode_lengths=lengths,
-                env_seconds=s.env_seconds - env_s0,
-                wall_seconds=time.perf_counter() - t0,
-            )
-            self._owner[id(buf)] = a
-            out.append(ReadyUnroll(a.task, a.task, buf, info))
-        return out
-
-    def release(self, unroll: ReadyUnroll) -> None:
-        self._owner.pop(id(unroll.buffer)).release(unroll.buffer)
-
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        self.inference.publish(model, version)
-
-    def events(self) -> list[ActorEvent]:
-        return []
-
-    def close(self) -> None:
-        for a in self.actors:
-            a.close()
 
 
 class ParallelPool:

@@ -123,13 +123,10 @@ class RemoteActor:
         buf = self.buffers[self.turn]
         if self.stepper.env_steps > 0:  # not the first unroll: row 0 is the last one's end
             EnvStepper.carry(self.buffers[1 - self.turn], buf)
-        states, task = self.states, self.spec.task
+        states = self.states
 
         def act(b: UnrollBuffer, t: int) -> None:
-            raw, logp, v = states.act(task, [(0, b, t)])
-            b.actions[t] = raw
-            b.behaviour_logp[t] = logp
-            b.versions[t] = v
+            states.act_into(0, b, t)
 
         t0, env_s0 = time.perf_counter(), self.stepper.env_seconds
         self.stepper.fill(buf, act)

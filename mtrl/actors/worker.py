@@ -139,7 +139,7 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
         beat = arena.arrays.get(BEAT)
         if spec.weights is not None and spec.policy is not None:
             reader = WeightsReader(spec.weights)
-            act = local_act(spec.task, spec.policy, reader, beat, greedy=spec.greedy)
+            act = local_act(spec.policy, reader, beat, greedy=spec.greedy)
         else:
             act = None
         _run(spec, conn, stepper, slots, act, beat)
@@ -164,7 +164,6 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
 
 
 def local_act(
-    task: int,
     policy: torch.nn.Module,
     reader: WeightsReader,
     beat: np.ndarray | None,
@@ -182,10 +181,7 @@ def local_act(
     def act(buf: UnrollBuffer, t: int) -> None:
         if reader.newer_than(inference.version):
             inference.version = reader.load(inference.model, inference.version)
-        raw, logp, version = states.act(task, [(0, buf, t)])
-        buf.actions[t] = raw
-        buf.behaviour_logp[t] = logp
-        buf.versions[t] = version
+        states.act_into(0, buf, t)
         if beat is not None:
             beat[0] = time.monotonic()
 
@@ -225,10 +221,9 @@ def _run(
     def local(buf: UnrollBuffer, t: int) -> None:
         while conn.poll():  # the learner's RELEASE and STOP, between steps
             handle(conn.recv_bytes())
-        own(buf, t)
+        local_fn(buf, t)
 
-    own = local_fn
-    act = remote if own is None else local
+    act = remote if local_fn is None else local
     conn.send_bytes(P.READY)
     stepper.start(slots[0])
     clock = time.perf_counter

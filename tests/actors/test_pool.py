@@ -16,7 +16,8 @@ import torch
 from mtrl.actors.factory import local_inference
 from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.pool import ParallelPool, TaskSetup
+from mtrl.actors.serial_pool import SerialPool
 from mtrl.config import ModelConfig
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins

@@ -14,7 +14,8 @@ import torch
 
 from mtrl.actors.core_states import CoreStates
 from mtrl.actors.inference import InferenceModel
-from mtrl.actors.pool import ParallelPool, SerialPool, TaskSetup
+from mtrl.actors.pool import ParallelPool, TaskSetup
+from mtrl.actors.serial_pool import SerialPool
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config import ModelConfig
 from mtrl.learner.batch import task_batch

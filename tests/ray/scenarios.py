@@ -72,8 +72,8 @@ def unrolls_match_serial(unrolls: int = 4, core: str = "none") -> dict[str, Any]
     import ray
 
     from mtrl.actors.inference import InferenceModel
-    from mtrl.actors.pool import SerialPool
     from mtrl.actors.ray_pool import RayPool
+    from mtrl.actors.serial_pool import SerialPool
     from mtrl.config import parse_config
     from mtrl.learner.model import MultiTaskModel, TaskSpaces
     from mtrl.plugins import get_plugins

@@ -1,0 +1,86 @@
+"""The serial actor pool: every task's env stepped in the caller's thread, acting with the
+learner's own model (debugging, tests, and often the fastest choice on one or two cores).
+
+Same contract as :class:`~mtrl.actors.pool.ParallelPool` — ``get()`` ready unrolls, learn from
+them, ``release()`` them, ``publish()`` the new weights — but nothing runs concurrently, and
+an env error propagates with its traceback instead of counting as a fault.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from mtrl.actors import protocol as P
+from mtrl.actors.core_states import CoreStates
+from mtrl.actors.faults import TaskFaults
+from mtrl.actors.inference import InferenceModel
+from mtrl.actors.pool import TaskSetup
+from mtrl.actors.runner import SerialActor
+from mtrl.actors.server import ActorEvent, ReadyUnroll
+from mtrl.actors.unroll import UnrollBuffer
+from mtrl.plugins import BatchEnv
+
+
+class SerialPool:
+    """Every task's env stepped in this thread, one unroll per task per :meth:`get`."""
+
+    mode = "serial"
+
+    def __init__(
+        self,
+        tasks: list[TaskSetup | None],
+        envs: list[BatchEnv | None],
+        unroll_length: int,
+        inference: InferenceModel,
+    ) -> None:
+        """``tasks[i]`` is None for a task this pool does not run (Anakin, another rank's)."""
+        self.tasks = tasks
+        self.inference = inference
+        self.states = CoreStates(inference)  # a recurrent model's states, keyed by task
+        self.actors = [
+            SerialActor(t.index, env, unroll_length, t.reward_scale, t.name, inference.state_size)
+            for t, env in zip(tasks, envs, strict=True)
+            if t is not None and env is not None
+        ]
+        self.faults = [TaskFaults() for _ in tasks]
+        self._owner: dict[int, SerialActor] = {}
+
+    def actors_per_task(self) -> list[int]:
+        return [int(t is not None) for t in self.tasks]
+
+    def _act(self, buf: UnrollBuffer, t: int) -> None:
+        self.states.act_into(buf.task, buf, t)
+
+    def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
+        out = []
+        for a in self.actors:
+            s = a.stepper
+            env_s0, t0 = s.env_seconds, time.perf_counter()
+            buf = a.collect(self._act)
+            returns, lengths = s.episodes.drain()
+            info = P.UnrollInfo(
+                slot=-1,
+                env_steps=buf.length * buf.num_envs,
+                episode_returns=returns,
+                episode_lengths=lengths,
+                env_seconds=s.env_seconds - env_s0,
+                wall_seconds=time.perf_counter() - t0,
+            )
+            self._owner[id(buf)] = a
+            out.append(ReadyUnroll(a.task, a.task, buf, info))
+        return out
+
+    def release(self, unroll: ReadyUnroll) -> None:
+        self._owner.pop(id(unroll.buffer)).release(unroll.buffer)
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        self.inference.publish(model, version)
+
+    def events(self) -> list[ActorEvent]:
+        return []
+
+    def close(self) -> None:
+        for a in self.actors:
+            a.close()
