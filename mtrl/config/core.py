@@ -13,6 +13,7 @@ from pydantic import Field, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
 from mtrl.config.base import ConfigModel
+from mtrl.config.choices import closest_choice
 
 CORE_KINDS = ("lstm", "gru")
 #: What the schema accepts besides a mapping: a kind, or the words for "no core".
@@ -40,13 +41,19 @@ class CoreConfig(ConfigModel):
             if data.strip().lower() not in CORE_KINDS:
                 raise PydanticCustomError(
                     "core_kind",
-                    "unknown recurrent core '{kind}': use lstm or gru (`core: lstm`, or a "
+                    "unknown recurrent core '{kind}'{hint}: use lstm or gru (`core: lstm`, or a "
                     "mapping such as `kind: gru, hidden: 64, shared: false`), or none for the "
                     "feed-forward model",
-                    {"kind": data},
+                    {"kind": data, "hint": _core_hint(data)},
                 )
             return {"kind": data.strip().lower()}
         return data
+
+
+def _core_hint(kind: str) -> str:
+    """`` (did you mean 'gru'?)`` for a near miss of a core kind (or of none), else ``""``."""
+    hint = closest_choice(kind.strip(), (*CORE_KINDS, "none"))
+    return f" (did you mean {hint!r}?)" if hint else ""
 
 
 def core_or_none(value: Any) -> Any:

@@ -1,7 +1,8 @@
 """Loading experiment configs from YAML, with one error line per problem.
 
 Errors name the file, the line and the YAML path (``tasks[2].env``), say what is wrong and,
-where possible, how to fix it (did-you-mean for keys and env ids).
+where possible, how to fix it (did-you-mean for keys, env ids and values outside a field's
+choices).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from mtrl.config.choices import choice_error_hint
 from mtrl.config.models import ExperimentConfig
 from mtrl.config.safe_yaml import compose_config, read_config_text
 from mtrl.errors import ConfigError
@@ -156,6 +158,7 @@ def _message(err: dict[str, Any], env_note: EnvNote | None = None) -> str:
         msg += f" (got {_VALUE_REPR.repr(err['input'])})"
         if kind == "int_parsing" and isinstance(err["input"], str):
             msg += _whole_number_hint(err["input"])
+        msg += choice_error_hint(err)
     elif kind in ("model_type", "dict_type"):
         msg = f"must be a mapping of keys, got {type(err.get('input')).__name__}"
     return msg

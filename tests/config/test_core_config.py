@@ -37,7 +37,10 @@ def test_shorthand_and_mapping(value: str, want: CoreConfig | None) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("lsmt", "learner.model.core: unknown recurrent core 'lsmt': use lstm or gru"),
+        (
+            "lsmt",
+            "learner.model.core: unknown recurrent core 'lsmt' (did you mean 'lstm'?): use lstm",
+        ),
         ("{kind: rnn}", "learner.model.core.kind: Input should be 'lstm' or 'gru'"),
         ("{kind: lstm, hiden: 3}", "core.hiden: unknown key 'hiden'; did you mean 'hidden'?"),
         ("{kind: gru, hidden: 0}", "learner.model.core.hidden: Input should be greater than 0"),
