@@ -69,6 +69,13 @@ class UnrollQueue:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    def columns(self) -> dict[int, int]:
+        """Env columns waiting, per task."""
+        out: dict[int, int] = {}
+        for ru, _ in self._waiting:
+            out[ru.task] = out.get(ru.task, 0) + ru.buffer.num_envs
+        return out
+
     def add(self, ru: ReadyUnroll) -> None:
         self._waiting.append((ru, time.monotonic()))
 

@@ -29,6 +29,7 @@ import torch
 
 from mtrl.actors.faults import FaultBook, FaultPolicy
 from mtrl.actors.inference import InferenceModel
+from mtrl.actors.occupancy import ActorOccupancy
 from mtrl.actors.pool import ParallelPool, TaskSetup, actor_changes
 from mtrl.actors.ray_cluster import this_node
 from mtrl.actors.ray_pool import RayPool
@@ -102,6 +103,10 @@ class HybridPool:
         for task in self.book.pending():
             counts[task] += 1
         return counts
+
+    def occupancy(self) -> list[ActorOccupancy]:
+        """Each running actor's slots, local and remote."""
+        return self.local.occupancy() + self.remote.occupancy()
 
     def local_per_task(self) -> list[int]:
         """Actors per task running on this machine as worker processes."""

@@ -40,6 +40,7 @@ import torch
 from mtrl.actors import protocol as P
 from mtrl.actors.faults import FaultBook, FaultPolicy, describe_exit
 from mtrl.actors.inference import InferenceModel
+from mtrl.actors.occupancy import ActorOccupancy
 from mtrl.actors.server import ActorEvent, ActorHandle, InferenceServer, ReadyUnroll
 from mtrl.actors.shared_weights import SharedWeights
 from mtrl.actors.shm import Arena
@@ -180,6 +181,16 @@ class ParallelPool:
         for task in self.book.pending() if self.owns_book else []:
             counts[task] += 1
         return counts
+
+    def occupancy(self) -> list[ActorOccupancy]:
+        """Each running actor's slots (:mod:`mtrl.actors.occupancy`)."""
+        return [
+            ActorOccupancy(
+                i, h.spec.task, h.ready, len(h.outstanding), self.num_slots, h.spec.num_envs
+            )
+            for i, h in self._handles.items()
+            if h.alive and not h.stopping
+        ]
 
     def start_actor(self, task: int) -> int:
         """Start one more actor for ``task``; returns its id."""

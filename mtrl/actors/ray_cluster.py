@@ -83,7 +83,9 @@ def connect(cfg: RayConfig) -> RaySession:
                 f"actors.ray.address: cannot join the Ray cluster at {address!r}: {e}"
             ) from None
         return RaySession(_gcs_address(ray), owned=False, joined=True)
-    ray.init(num_cpus=cfg.num_cpus, include_dashboard=False, **common)
+    # address="local": always a new Ray of this run's own; without it ray.init joins any
+    # cluster started on this machine (`ray start --head` writes /tmp/ray/ray_current_cluster).
+    ray.init(address="local", num_cpus=cfg.num_cpus, include_dashboard=False, **common)
     return RaySession(_gcs_address(ray), owned=True, joined=True)
 
 

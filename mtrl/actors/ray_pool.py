@@ -42,6 +42,7 @@ import torch
 
 from mtrl.actors.faults import FaultBook, FaultPolicy
 from mtrl.actors.inference import InferenceModel
+from mtrl.actors.occupancy import ActorOccupancy
 from mtrl.actors.pool import TaskSetup, actor_changes
 from mtrl.actors.ray_actor import RemoteActor, RemoteActorSpec, weights_of
 from mtrl.actors.ray_cluster import (
@@ -136,6 +137,16 @@ class RayPool:
         for task in self.book.pending() if self.owns_book else []:
             counts[task] += 1
         return counts
+
+    def occupancy(self) -> list[ActorOccupancy]:
+        """Each live actor's slots (:mod:`mtrl.actors.occupancy`); one waiting for a node
+        has not started."""
+        return [
+            ActorOccupancy(
+                i, a.spec.task, a.start_ref is None, a.held, self.num_slots, a.spec.num_envs
+            )
+            for i, a in self._actors.items()
+        ]
 
     def actors_per_node(self) -> dict[str, int]:
         """Started actors per Ray node id (actors still waiting for a node are not counted)."""

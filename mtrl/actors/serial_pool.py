@@ -16,6 +16,7 @@ from mtrl.actors import protocol as P
 from mtrl.actors.core_states import CoreStates
 from mtrl.actors.faults import TaskFaults
 from mtrl.actors.inference import InferenceModel
+from mtrl.actors.occupancy import ActorOccupancy
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.runner import SerialActor
 from mtrl.actors.server import ActorEvent, ReadyUnroll
@@ -49,6 +50,10 @@ class SerialPool:
 
     def actors_per_task(self) -> list[int]:
         return [int(t is not None) for t in self.tasks]
+
+    def occupancy(self) -> list[ActorOccupancy]:
+        """None: the serial pool fills a new buffer whenever asked, so it never waits."""
+        return []
 
     def _act(self, buf: UnrollBuffer, t: int) -> None:
         self.states.act_into(buf.task, buf, t)

@@ -200,6 +200,10 @@ class TrackingConfig(ConfigModel):
     trackers: list[TrackerName] | None = None
     """Plugin trackers to run, by name (``mtrl plugins`` lists them); None = every registered
     one; [] = none."""
+    stall_warning_s: float = Field(default=60.0, ge=0)
+    """Warn when no learner update has happened for this many seconds and for 20 times the
+    slowest recent unroll, saying what the learner waits for (tasks, env columns, actors and
+    their slots); repeated at doubling intervals while it lasts. 0 = never."""
     final_eval_episodes: int = Field(default=10, ge=0)
     """After training, play this many episodes per task with greedy actions of the final agent
     (eval env seeds, not the training ones; what ``mtrl eval --greedy`` plays) and report their
