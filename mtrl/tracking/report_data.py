@@ -35,6 +35,8 @@ class RunData:
     records: list[dict[str, Any]]
     tasks: list[str] = field(default_factory=list)
     episodes: dict[str, Episodes] = field(default_factory=dict)
+    targets: dict[str, float] = field(default_factory=dict)
+    """Each task's ``target_score`` from the run's config.yaml, for the tasks that set one."""
 
     @property
     def label(self) -> str:
@@ -82,17 +84,34 @@ def _drop_abandoned(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _task_names(run_dir: Path, records: list[dict[str, Any]]) -> list[str]:
-    """Task names from config.yaml in config order, then any others the metrics mention."""
-    names: list[str] = []
+def _config_tasks(run_dir: Path) -> list[dict[str, Any]]:
+    """The ``tasks`` of the run's config.yaml (none, with a warning, when it is unreadable)."""
     cfg_path = run_dir / "config.yaml"
-    if cfg_path.is_file():
-        try:
-            cfg = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
-            for t in cfg.get("tasks", []):
-                names.append(t.get("name") or t["env"])
-        except (yaml.YAMLError, AttributeError, KeyError, TypeError):
-            warnings.warn(f"{cfg_path}: unreadable; task names come from the metrics", stacklevel=2)
+    if not cfg_path.is_file():
+        return []
+    try:
+        tasks = (yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}).get("tasks", [])
+        if isinstance(tasks, list) and all(isinstance(t, dict) and "env" in t for t in tasks):
+            return tasks
+    except (yaml.YAMLError, AttributeError):
+        pass
+    warnings.warn(f"{cfg_path}: unreadable; task names come from the metrics", stacklevel=2)
+    return []
+
+
+def _targets(tasks: list[dict[str, Any]]) -> dict[str, float]:
+    """``{task name: target_score}`` of the config's tasks that set a finite one."""
+    out = {}
+    for t in tasks:
+        target = t.get("target_score")
+        if _finite(target):
+            out[t.get("name") or t["env"]] = float(target)
+    return out
+
+
+def _task_names(tasks: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[str]:
+    """Task names from config.yaml in config order, then any others the metrics mention."""
+    names: list[str] = [t.get("name") or t["env"] for t in tasks]
     for r in records:
         for key in r:
             for prefix in ("task/", "popart/", "scheduler/", "learner/"):
@@ -129,4 +148,5 @@ def load_run(run_dir: Path | str) -> RunData:
         warnings.warn(f"{path}: skipped {bad} unreadable line(s)", stacklevel=2)
     records = _drop_abandoned(records)
     episodes = read_episodes(run_dir / EPISODES_FILE)
-    return RunData(run_dir, records, _task_names(run_dir, records), episodes)
+    tasks = _config_tasks(run_dir)
+    return RunData(run_dir, records, _task_names(tasks, records), episodes, _targets(tasks))

@@ -3,7 +3,8 @@
 Per-task curves use the task's own env steps (``task/<task>/env_steps``: tasks get different
 shares of a run's steps, so the run's total would stretch a task's curve) when a run logged
 them, else the run's total. Return curves come from every episode when the run kept them
-(:mod:`mtrl.tracking.report_episodes`), else from the metric snapshots.
+(:mod:`mtrl.tracking.report_episodes`), else from the metric snapshots; a task's
+``target_score`` (from each run's config) is a dashed line across its return panel.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from mtrl.errors import UserError
 from mtrl.tracking.report_data import ELAPSED, STEPS, RunData
 from mtrl.tracking.report_episodes import draw_episodes, legend, spread
 from mtrl.tracking.report_summary import RETURN, format_return
+
+TARGET_STYLE = {"color": "grey", "linestyle": "--", "linewidth": 1.0, "alpha": 0.8}
+"""How a task's ``target_score`` is drawn across its return panel."""
 
 
 def _time_axis(runs: Sequence[RunData]) -> tuple[float, str]:
@@ -162,7 +166,7 @@ class Plotter:
         if not panels:
             return
         fig, axes = self.grid(len(panels))
-        drew_episodes = False
+        drew_episodes = drew_target = False
         for ax, (panel_title, key, task) in zip(axes, panels, strict=True):
             for run in self.runs:
                 if per_episode and self.draw_episodes(ax, run, task, spec.x):
@@ -179,6 +183,8 @@ class Plotter:
                     )
                     if spec.label_last:
                         self.label_last(ax, run, self._x(x, spec.x), y)
+            if spec.per_task == RETURN and task is not None:
+                drew_target |= self.draw_targets(ax, task)
             ax.set_title(panel_title, fontsize="medium")
             ax.set_ylabel(spec.ylabel)
             if spec.log_y:
@@ -188,10 +194,21 @@ class Plotter:
                 ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1) + 0.5)
             self.xlabel(ax, spec.x, [task] if task else [])
         legends = None
-        if drew_episodes:  # what dots and lines are, then the runs when there are several
+        keys = legend(self.plt.Line2D) if drew_episodes else []
+        if drew_target:
+            keys.append(self.plt.Line2D([], [], **TARGET_STYLE, label="target score"))
+        if keys:  # what dots and lines are, then the runs when there are several
             runs = [self.run_handle(r) for r in self.runs] if len(self.runs) > 1 else []
-            legends = [legend(self.plt.Line2D)] + ([runs] if runs else [])
+            legends = [keys] + ([runs] if runs else [])
         self.finish(fig, axes, spec.name, spec.title, legends)
+
+    def draw_targets(self, ax: Any, task: str) -> bool:
+        """A dashed line at each distinct ``target_score`` the runs' configs give ``task``;
+        False when none gives one."""
+        targets = sorted({r.targets[task] for r in self.runs if task in r.targets})
+        for target in targets:
+            ax.axhline(target, **TARGET_STYLE)
+        return bool(targets)
 
     def draw_episodes(self, ax: Any, run: RunData, task: str | None, x_key: str) -> bool:
         """``task``'s return of ``run`` from every episode (dots, rolling mean); False when
