@@ -122,3 +122,33 @@ def test_ray_actors_too_few_for_a_batch_still_update() -> None:
     assert proc.returncode == 0 and results, out[-4000:]
     assert json.loads(results[-1][len("RESULT ") :])["updates"] >= 2
     assert "learner.batch_size asks for 64 env columns" in out
+
+
+def test_a_hung_env_is_reported_as_a_stall_naming_the_actor_that_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One actor per task: the healthy task's actor fills its slots and waits while the other
+    task's env sleeps in a step, so no update can happen; the report says which is which, and
+    the run goes on once the hang is caught (``step_timeout_s``) and the actor restarted."""
+    yaml = f"""
+total_env_steps: 3000
+tasks:
+  - {{env: gymnasium/CartPole-v1, name: healthy, num_envs: 4}}
+  - env: chaos/wrap
+    name: sleepy
+    num_envs: 4
+    env_kwargs: {{env: gymnasium/CartPole-v1, hang_after: 20, hang_s: 600,
+                 faulty_instances: 1, marker_dir: {tmp_path}/markers}}
+actors: {{mode: process, start_method: forkserver}}
+scheduler: {{num_actors: 2, step_timeout_s: 8}}
+learner: {{unroll_length: {UNROLL}, batch_size: 64, model: {{encoder_dim: 8, torso: [8]}}}}
+checkpoint: {{enabled: false}}
+tracking: {{console: quiet, csv: false, wandb: {{mode: disabled}}, final_eval_episodes: 0,
+           stall_warning_s: 2}}
+"""
+    assert (_train(yaml) or 0) >= 2
+    out = capsys.readouterr().out
+    report = out[out.index("WARNING: no learner update for") :]
+    assert "the learner waits for 64 env columns" in report
+    assert "  healthy: 1 waiting for a free slot" in report
+    assert "  sleepy: 1 stepping" in report
