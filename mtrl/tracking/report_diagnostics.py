@@ -6,7 +6,8 @@ overlays every task, one colour per task, one line style per run when several ar
 a task whose policy collapses, whose importance ratios run away or whose value stops explaining
 its returns stands out against the others. Each task's curve runs over its own env steps when
 the run logged them (as in the report's other per-task figures), so tasks are compared at the
-same amount of their own experience.
+same amount of their own experience. Each panel's title names its unit; docs/REPORT.md says
+what each shows and what healthy and worrying curves look like (a test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mtrl.tracking.report_data import STEPS, RunData
 from mtrl.tracking.report_plot import Plotter
 
 NAME = "diagnostics.png"
-TITLE = "Learner diagnostics per task"
+TITLE = "Learner diagnostics per task (each panel: docs/REPORT.md)"
 LINESTYLES = ("-", "--", ":", "-.")
 
 
@@ -36,24 +37,26 @@ class Panel:
 
 #: The panels of ``diagnostics.png``, in order.
 PANELS: tuple[Panel, ...] = (
-    Panel("learner/{task}/entropy", "policy entropy"),
+    Panel("learner/{task}/entropy", "policy entropy (nats)"),
     Panel(
         "learner/{task}/entropy_boost",
-        "entropy bonus multiplier (floor, ceiling)",
+        "entropy bonus multiplier, floor/ceiling (×)",
         log_y=True,
         ref=1.0,
     ),
-    Panel("learner/{task}/kl", "KL(behaviour ‖ learner)", log_y=True),
-    Panel("learner/{task}/rho", "mean importance ratio ρ", ref=1.0),
-    Panel("learner/{task}/rho_clipped", "fraction of ρ clipped", fraction=True),
-    Panel("learner/{task}/adv_abs", "mean |advantage| (normalised)"),
-    Panel("learner/{task}/value_error", "value MSE (normalised)", log_y=True),
-    Panel("learner/{task}/value_ev", "value explained variance", ref=1.0),
-    Panel("learner/{task}/torso_grad_share", "share of torso gradient norm", fraction=True),
-    Panel("learner/{task}/log_std", "Gaussian log σ (mean)"),
-    Panel("learner/{task}/saturated", "saturated action dims (|mean| > 2)", fraction=True),
-    Panel("popart/{task}/mu", "PopArt μ"),
-    Panel("popart/{task}/value_scale", "scale of the value error (σ, slow to fall)", log_y=True),
+    Panel("learner/{task}/kl", "KL(behaviour ‖ learner) (nats per step)", log_y=True),
+    Panel("learner/{task}/rho", "mean importance ratio ρ = π/μ (ratio, 1 = on-policy)", ref=1.0),
+    Panel("learner/{task}/rho_clipped", "steps with ρ clipped at ρ̄ (fraction)", fraction=True),
+    Panel("learner/{task}/adv_abs", "mean |advantage| (returns / value scale)"),
+    Panel("learner/{task}/value_error", "value MSE (units of PopArt σ²)", log_y=True),
+    Panel("learner/{task}/value_ev", "value explained variance (share, 1 = exact)", ref=1.0),
+    Panel(
+        "learner/{task}/torso_grad_share", "share of torso gradient norm (fraction)", fraction=True
+    ),
+    Panel("learner/{task}/log_std", "Gaussian log σ, mean over dims (ln of pre-tanh units)"),
+    Panel("learner/{task}/saturated", "action dims with |mean| > 2 (fraction)", fraction=True),
+    Panel("popart/{task}/mu", "PopArt μ, mean value target (return units)"),
+    Panel("popart/{task}/value_scale", "value scale: σ, slow to fall (return units)", log_y=True),
 )
 
 
