@@ -18,6 +18,11 @@ ERROR message (mtrl raises it as a fault of the env) and ``serve`` goes on waiti
 (``heartbeat_s``) drop a connection whose peer stopped answering, and a socket monitor reports
 the disconnect, so a simulation never outlives the trainer that drove it. Only rank 0 of an MPI
 code calls this; it relays requests to the other ranks itself.
+
+Security comes from the environment (:func:`mtrl.coupling.curve.simulation_side`):
+``MTRL_CURVE_SECRET_KEY`` makes the socket a CURVE server (mtrl sets it for the codes it
+launches over tcp://); plain tcp:// on a non-loopback address is refused unless
+``MTRL_COUPLING_INSECURE=1``; ``MTRL_MAX_MESSAGE_BYTES`` bounds every frame received.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mtrl.coupling import curve
 from mtrl.coupling import protocol as P
+from mtrl.coupling.peers import PeerWatch
 
 
 class Simulation(Protocol):
@@ -96,14 +103,19 @@ def serve(
     ``exit_on_disconnect=False`` so it waits for the next trainer.
     """
     import zmq
-    from zmq.utils.monitor import recv_monitor_message
 
     ctx = zmq.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 1000)
     for opt, value in heartbeat_options(heartbeat_s).items():
         sock.setsockopt(opt, value)
-    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    try:
+        curve.simulation_side(sock, address)
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    watch = PeerWatch(sock, bound=bind)
+    monitor = watch.monitor
     (sock.bind if bind else sock.connect)(address)
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
@@ -114,8 +126,7 @@ def serve(
         while True:
             timeout = None if idle_timeout_s is None else max(idle_timeout_s * 1000, 1)
             events = dict(poller.poll(timeout))
-            if monitor in events:
-                recv_monitor_message(monitor)
+            if monitor in events and watch.check() is not None:  # gone, or a failed handshake
                 if exit_on_disconnect:
                     return PEER_GONE
                 session = None  # the next trainer starts with HELLO
@@ -124,6 +135,7 @@ def serve(
                     return IDLE
                 continue
             last = time.monotonic()
+            watch.had_peer = True
             frames = sock.recv_multipart(copy=False)
             try:
                 head = P.Header.unpack(frames[0].buffer)
@@ -143,8 +155,7 @@ def serve(
         close = getattr(sim, "close", None)
         if callable(close):
             close()
-        sock.disable_monitor()
-        monitor.close(linger=0)
+        watch.close()
         sock.close()
 
 

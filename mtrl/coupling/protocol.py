@@ -18,6 +18,7 @@ message). Nothing here depends on the rest of mtrl.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,28 @@ OP_NAMES = {HELLO: "HELLO", RESET: "RESET", STEP: "STEP", CLOSE: "CLOSE", ERROR:
 DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
 
-class ProtocolError(RuntimeError):
+#: The most any message may hold before the handshake fixed the sizes (a HELLO reply's spec,
+#: an ERROR's text): bytes over all frames.
+HANDSHAKE_MAX_BYTES = 1 << 20
+#: Room beside the arrays in a bound derived from the spec (an ERROR's text, the header).
+SLACK_BYTES = 64 << 10
+#: The most frames a message of this version has (a STEP reply: header + 4).
+MAX_FRAMES = 5
+#: Specs beyond these are refused as absurd (a dimension count, elements of one array).
+MAX_NDIM, MAX_ELEMENTS = 32, 1 << 40
+#: The largest ``n`` of a discrete action (or entry of a multidiscrete one).
+MAX_ACTIONS = (1 << 31) - 1
+
+
+class SimulationError(RuntimeError):
+    """An external simulation failed or broke the protocol; the message names it and says how.
+
+    Defined in this leaf module so that :class:`ProtocolError` is one: every way a simulation
+    can fail reaches the actor layer as one family, which it counts as a fault of the env.
+    """
+
+
+class ProtocolError(SimulationError):
     """A message that does not follow the protocol (bad magic, version, op, sizes or spec)."""
 
 
@@ -81,7 +103,7 @@ class ArraySpec:
     @property
     def nbytes(self) -> int:
         """Bytes of one copy's array on the wire."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 @dataclass(frozen=True)
@@ -97,28 +119,56 @@ class SimSpec:
     raw: dict[str, Any] | None = None
 
 
-def _bound(value: Any, default: float) -> Any:
-    if value is None:
+def reply_bytes(spec: SimSpec, num_envs: int) -> int:
+    """The most bytes a reply may hold once the handshake fixed the sizes: a STEP reply for
+    ``num_envs`` copies (observations, rewards, both flags) plus :data:`SLACK_BYTES`."""
+    return HEADER.size + num_envs * (spec.observation.nbytes + 4 + 1 + 1) + SLACK_BYTES
+
+
+def _show(v: Any) -> str:
+    """``repr(v)``, cut short: a hostile spec must not make a megabyte error message."""
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v: Any, default: float, where: str) -> float:
+    if v is None:
         return default
-    if isinstance(value, str):
-        return float(value)  # "inf" / "-inf"
-    if isinstance(value, list):
-        return np.array([default if v is None else float(v) for v in value])
-    return float(value)
+    if isinstance(v, str) and v.strip().lower() in ("inf", "+inf", "-inf", "infinity", "-infinity"):
+        return float(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+        raise ProtocolError(f"{where} must hold numbers, null or 'inf'/'-inf', got {_show(v)}")
+    return float(v)
+
+
+def _bound(value: Any, default: float, shape: tuple[int, ...], where: str) -> Any:
+    if not isinstance(value, list):
+        return _number(value, default, where)
+    size = math.prod(shape)
+    if len(value) != size:
+        raise ProtocolError(f"{where} has {len(value)} entries; the shape {shape} has {size}")
+    return np.array([_number(v, default, where) for v in value]).reshape(shape)
 
 
 def _array_spec(d: dict[str, Any], where: str) -> ArraySpec:
     dtype = d.get("dtype", "float32")
-    if dtype not in DTYPES:
-        raise ProtocolError(f"{where}.dtype must be one of {DTYPES}, got {dtype!r}")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ProtocolError(f"{where}.dtype must be one of {DTYPES}, got {_show(dtype)}")
     shape = d.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s > 0 for s in shape):
-        raise ProtocolError(f"{where}.shape must be a list of positive ints, got {shape!r}")
+    if not isinstance(shape, list) or not all(_is_int(s) and s > 0 for s in shape):
+        raise ProtocolError(f"{where}.shape must be a list of positive ints, got {_show(shape)}")
+    if len(shape) > MAX_NDIM or math.prod(shape) > MAX_ELEMENTS:
+        raise ProtocolError(f"{where}.shape {_show(shape)} is absurdly large")
+    shape_t = tuple(shape)
     return ArraySpec(
         np.dtype(dtype).newbyteorder("<"),
-        tuple(shape),
-        _bound(d.get("low"), -np.inf),
-        _bound(d.get("high"), np.inf),
+        shape_t,
+        _bound(d.get("low"), -np.inf, shape_t, f"{where}.low"),
+        _bound(d.get("high"), np.inf, shape_t, f"{where}.high"),
     )
 
 
@@ -126,8 +176,8 @@ def parse_spec(text: bytes | str) -> SimSpec:
     """Parse and check the JSON spec of a HELLO reply."""
     try:
         d = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ProtocolError(f"the HELLO reply's spec is not valid JSON: {e}") from e
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ProtocolError(f"the HELLO reply's spec is not valid JSON: {e}") from None
     if not isinstance(d, dict):
         raise ProtocolError("the HELLO reply's spec must be a JSON object")
     obs = d.get("observation")
@@ -139,19 +189,24 @@ def parse_spec(text: bytes | str) -> SimSpec:
         action, n = _array_spec(act, "action"), None
     elif kind == "discrete":
         n = act.get("n")
-        if not isinstance(n, int) or n < 1:
-            raise ProtocolError(f"action.n must be a positive int, got {n!r}")
+        if not _is_int(n) or not 1 <= n <= MAX_ACTIONS:
+            raise ProtocolError(f"action.n must be an int in 1..{MAX_ACTIONS}, got {_show(n)}")
         action = ArraySpec(np.dtype("<i8"), ())
     elif kind == "multidiscrete":
         n = act.get("nvec")
-        if not isinstance(n, list) or not n or not all(isinstance(v, int) and v > 0 for v in n):
-            raise ProtocolError(f"action.nvec must be a list of positive ints, got {n!r}")
+        ok = isinstance(n, list) and 0 < len(n) <= MAX_ELEMENTS
+        if not ok or not all(_is_int(v) and 1 <= v <= MAX_ACTIONS for v in n):
+            raise ProtocolError(
+                f"action.nvec must be a list of ints in 1..{MAX_ACTIONS}, got {_show(n)}"
+            )
         action = ArraySpec(np.dtype("<i8"), (len(n),))
     else:
-        raise ProtocolError(f"action.type must be box, discrete or multidiscrete, got {kind!r}")
+        raise ProtocolError(
+            f"action.type must be box, discrete or multidiscrete, got {_show(kind)}"
+        )
     limit = d.get("max_episode_steps")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ProtocolError(f"max_episode_steps must be a positive int or null, got {limit!r}")
+    if limit is not None and (not _is_int(limit) or limit < 1):
+        raise ProtocolError(f"max_episode_steps must be a positive int or null, got {_show(limit)}")
     return SimSpec(
         observation=_array_spec(obs, "observation"),
         action_kind=kind,

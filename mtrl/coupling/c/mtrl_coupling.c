@@ -1,11 +1,13 @@
 /* mtrl coupling protocol, version 1: the C client (see mtrl_coupling.h, docs/COUPLING.md). */
 #include "mtrl_coupling.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "zmq.h"
 
@@ -15,6 +17,7 @@
 
 #define HEADER_BYTES 24
 #define MAX_FRAMES 4
+#define DEFAULT_MAX_MESSAGE_BYTES (64LL << 20) /* per frame; MTRL_MAX_MESSAGE_BYTES overrides */
 
 struct mtrl_sim {
     void *ctx;
@@ -27,6 +30,8 @@ struct mtrl_sim {
     int num_envs;     /* from the last HELLO; 0 before */
     size_t obs_bytes; /* per copy, from mtrl_sim_reply_hello */
     size_t action_bytes;
+    int bound;    /* bind = 1: attach mode */
+    int had_peer; /* a request arrived once (bound sockets: a disconnect can then be it) */
     char error[512];
 };
 
@@ -74,6 +79,80 @@ static int send_error_text(mtrl_sim *s, const char *text) {
     return send_parts(s, MTRL_ERROR, 0, 1, p, n);
 }
 
+/* Whether a tcp:// address names this machine only (127.0.0.0/8, ::1, localhost); other
+ * transports (ipc, inproc) count as local. */
+static int is_loopback(const char *address) {
+    const char *rest, *semi, *colon;
+    char host[256], *h = host, *end;
+    struct in_addr a4;
+    struct in6_addr a6;
+    size_t len;
+    if (strncmp(address, "tcp://", 6) != 0) return 1;
+    rest = address + 6;
+    semi = strrchr(rest, ';'); /* "source;destination" */
+    if (semi) rest = semi + 1;
+    colon = strrchr(rest, ':');
+    len = colon ? (size_t)(colon - rest) : strlen(rest);
+    if (len >= sizeof host) return 0;
+    memcpy(host, rest, len);
+    host[len] = 0;
+    if (*h == '[') {
+        h++;
+        end = strchr(h, ']');
+        if (end) *end = 0;
+    }
+    if (strcmp(h, "localhost") == 0) return 1;
+    if (inet_pton(AF_INET, h, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, h, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0;
+}
+
+/* Apply the transport rules of docs/COUPLING.md (section 2) from the environment: the frame
+ * bound (MTRL_MAX_MESSAGE_BYTES), CURVE server with MTRL_CURVE_SECRET_KEY, and no plain tcp://
+ * on a non-loopback address unless MTRL_COUPLING_INSECURE=1. Returns 0, or -1 with a message
+ * on stderr. */
+static int secure_socket(void *sock, const char *address) {
+    const char *secret = getenv("MTRL_CURVE_SECRET_KEY");
+    const char *insecure = getenv("MTRL_COUPLING_INSECURE");
+    const char *max_env = getenv("MTRL_MAX_MESSAGE_BYTES");
+    int64_t max_bytes = max_env && *max_env ? strtoll(max_env, NULL, 10) : 0;
+    int one = 1, major, minor, patch;
+    if (max_bytes <= 0) max_bytes = DEFAULT_MAX_MESSAGE_BYTES;
+    if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes) < 0) return -1;
+    if (secret && *secret) {
+        if (!zmq_has("curve")) {
+            zmq_version(&major, &minor, &patch);
+            fprintf(stderr,
+                    "mtrl_sim_open(%s): MTRL_CURVE_SECRET_KEY is set, but the libzmq this code "
+                    "links (%d.%d.%d) was built without CURVE (libsodium): link the libzmq "
+                    "bundled with pyzmq (mtrl.coupling.cbuild does) or one built with CURVE\n",
+                    address, major, minor, patch);
+            return -1;
+        }
+        if (strlen(secret) != 40 ||
+            zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) < 0 ||
+            zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, secret, 41) < 0) {
+            fprintf(stderr,
+                    "mtrl_sim_open(%s): MTRL_CURVE_SECRET_KEY must be a CURVE secret key "
+                    "(40 characters of Z85 text)\n",
+                    address);
+            return -1;
+        }
+        return 0;
+    }
+    if (!is_loopback(address) && !(insecure && strcmp(insecure, "1") == 0)) {
+        fprintf(stderr,
+                "mtrl_sim_open(%s): plain tcp:// on an address that is not loopback would let "
+                "anyone who reaches it read and drive the simulation: set "
+                "MTRL_CURVE_SECRET_KEY (python -m mtrl.coupling.curve makes a key pair; mtrl "
+                "takes the public key as server_key), or MTRL_COUPLING_INSECURE=1 on a network "
+                "you trust\n",
+                address);
+        return -1;
+    }
+    return 0;
+}
+
 mtrl_sim *mtrl_sim_open(const char *address, int bind, double heartbeat_s) {
     mtrl_sim *s = calloc(1, sizeof *s);
     char monitor_addr[64];
@@ -87,8 +166,17 @@ mtrl_sim *mtrl_sim_open(const char *address, int bind, double heartbeat_s) {
     zmq_setsockopt(s->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(s->sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
     zmq_setsockopt(s->sock, ZMQ_HEARTBEAT_TTL, &timeout, sizeof timeout);
+    if (secure_socket(s->sock, address) < 0) {
+        mtrl_sim_close(s);
+        return NULL;
+    }
     snprintf(monitor_addr, sizeof monitor_addr, "inproc://mtrl-monitor-%p", (void *)s);
-    if (zmq_socket_monitor(s->sock, monitor_addr, ZMQ_EVENT_DISCONNECTED) < 0) goto fail;
+    s->bound = bind;
+    if (zmq_socket_monitor(s->sock, monitor_addr,
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) < 0)
+        goto fail;
     s->monitor = zmq_socket(s->ctx, ZMQ_PAIR);
     if (!s->monitor || zmq_connect(s->monitor, monitor_addr) < 0) goto fail;
     if ((bind ? zmq_bind(s->sock, address) : zmq_connect(s->sock, address)) < 0) goto fail;
@@ -123,23 +211,47 @@ static int recv_message(mtrl_sim *s) {
     return MTRL_OK;
 }
 
-/* Drain the monitor; returns 1 if a disconnect was reported. */
+/* Whether a peer that completed the handshake is attached: a DEALER can send (POLLOUT)
+ * exactly then. libzmq gets 200 ms to detach a lost one. */
+static int peer_attached(mtrl_sim *s) {
+    struct timespec pause = {0, 5000000};
+    for (int i = 0; i < 40; i++) {
+        int events = 0;
+        size_t len = sizeof events;
+        if (zmq_getsockopt(s->sock, ZMQ_EVENTS, &events, &len) < 0) return 0;
+        if (!(events & ZMQ_POLLOUT)) return 0;
+        nanosleep(&pause, NULL);
+    }
+    return 1;
+}
+
+/* Drain the monitor; returns 1 if the trainer is gone. A bound socket ignores connections
+ * that never completed the handshake (anyone may knock on a tcp port) and counts a disconnect
+ * only when its trainer is no longer attached; a connecting socket has one connection, whose
+ * disconnect or failed handshake ends it (docs/COUPLING.md, section 2). */
 static int peer_gone(mtrl_sim *s) {
-    int gone = 0;
+    int lost = 0, failed = 0, first = 1; /* an event is 2 frames: (event, value), endpoint */
     for (;;) {
         zmq_msg_t m;
+        int was_first = first;
         zmq_msg_init(&m);
         if (zmq_msg_recv(&m, s->monitor, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&m);
-            return gone;
+            break;
         }
-        if (zmq_msg_size(&m) >= 2) {
+        first = !zmq_msg_more(&m);
+        if (was_first && zmq_msg_size(&m) >= 2) {
             uint16_t event;
             memcpy(&event, zmq_msg_data(&m), 2);
-            if (event == ZMQ_EVENT_DISCONNECTED) gone = 1;
+            if (event == ZMQ_EVENT_DISCONNECTED) lost = 1;
+            if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
+                failed = 1;
         }
         zmq_msg_close(&m);
     }
+    if (s->bound) return lost && s->had_peer && !peer_attached(s);
+    return lost || failed;
 }
 
 /* Parse the request in s->frames. Returns its op, or 0 when it was malformed (answered). */
@@ -222,6 +334,7 @@ int mtrl_sim_next(mtrl_sim *s, mtrl_request *rq, int timeout_ms) {
         }
         if (!(items[0].revents & ZMQ_POLLIN)) continue;
         if (recv_message(s) != MTRL_OK) return MTRL_E_ZMQ;
+        s->had_peer = 1;
         int op = parse_request(s, rq);
         if (op == 0) continue;
         s->pending = op;

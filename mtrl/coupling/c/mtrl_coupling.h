@@ -59,7 +59,12 @@ typedef struct {
 
 /* Open the socket. bind = 0: connect to address (mtrl launched us); bind = 1: bind it and wait
  * for mtrl to attach. heartbeat_s: ZeroMQ heartbeat interval (the peer is gone after three
- * silent intervals); <= 0 means 1.0. Returns NULL on failure (message on stderr). */
+ * silent intervals); <= 0 means 1.0. Returns NULL on failure (message on stderr).
+ * Security comes from the environment (docs/COUPLING.md, section 2): MTRL_CURVE_SECRET_KEY
+ * makes the socket a CURVE server (mtrl sets it for codes it launches over tcp://; refused
+ * with a message if this libzmq lacks CURVE); without it, plain tcp:// on an address that is
+ * not loopback is refused unless MTRL_COUPLING_INSECURE=1. MTRL_MAX_MESSAGE_BYTES bounds each
+ * frame received (default 64 MiB): libzmq drops a peer that announces a larger one. */
 mtrl_sim *mtrl_sim_open(const char *address, int bind, double heartbeat_s);
 
 /* Wait up to timeout_ms (-1: forever) for the next request. Returns its op (> 0) or an error

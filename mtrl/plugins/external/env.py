@@ -26,6 +26,7 @@ simulation; the launcher ends them too if this process dies.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -42,9 +43,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from mtrl.coupling import curve
 from mtrl.coupling import protocol as P
 from mtrl.plugins.batch_env import BatchEnv, StepBatch
-from mtrl.plugins.external.link import Link, SimulationError
+from mtrl.plugins.external.link import SECURITY_KWARGS, Link, SimulationError, check_transport
 
 LAUNCHER = Path(P.__file__).resolve().parent / "launcher.py"
 
@@ -71,6 +73,16 @@ class ExternalSim:
     before launching (e.g. to compile the code; must pickle: a module-level function).
     ``env_kwargs`` not named in ``defaults`` are an error (``TypeError``, reported by mtrl with
     the env id).
+
+    Transport security (docs/COUPLING.md, section 2; env_kwargs may set each):
+    ``server_key``, the CURVE public key of a simulation attached to over tcp://;
+    ``insecure: true`` allows plain tcp:// to a non-loopback address (else refused) and
+    launches tcp:// codes without CURVE; ``max_message_bytes``, the largest frame accepted.
+
+    ``log_max_bytes``: the cap of each launched process's log (docs/COUPLING.md, section 6).
+    ``env_id`` and ``declared`` (the observation and action spaces given to ``register.env``)
+    are filled in by mtrl when the env is registered (:meth:`for_env`); errors then name the
+    env id, and a handshake that disagrees with the declared spaces is refused.
     """
 
     command: str | Sequence[str] | None = None
@@ -84,6 +96,9 @@ class ExternalSim:
     start_timeout_s: float = 60.0
     heartbeat_s: float = 1.0
     transport: str = "ipc"
+    server_key: str | None = None
+    insecure: bool = False
+    max_message_bytes: int = curve.DEFAULT_MAX_MESSAGE_BYTES
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.address is None):
@@ -94,11 +109,17 @@ class ExternalSim:
             raise ValueError(f"transport must be 'ipc' or 'tcp', got {self.transport!r}")
 
     def __call__(self, num_envs: int, seed: int = 0, **env_kwargs: Any) -> ExternalBatchEnv:
-        unknown = sorted(set(env_kwargs) - set(self.defaults) - {"step_timeout_s"})
+        unknown = sorted(
+            set(env_kwargs) - set(self.defaults) - {"step_timeout_s", *SECURITY_KWARGS}
+        )
         if unknown:
             raise TypeError(
                 f"unexpected env_kwargs {unknown}; this simulation takes {sorted(self.defaults)}"
             )
+        security = {k: env_kwargs.pop(k) for k in SECURITY_KWARGS if k in env_kwargs}
+        if security:
+            return dataclasses.replace(self, **security)(num_envs, seed, **env_kwargs)
+        check_transport("external env", self.address, self.server_key, self.insecure)
         timeout = float(env_kwargs.pop("step_timeout_s", self.step_timeout_s))
         values = {**self.defaults, **env_kwargs}
         if self.prepare is not None:
@@ -183,12 +204,16 @@ class ExternalBatchEnv(BatchEnv):
     def _open(self, k: int, n: int, seed: int, values: Mapping[str, Any], name: str) -> Link:
         sim = self._sim
         label = f"external env {name!r} (process {k})"
+        bound = {"heartbeat_s": sim.heartbeat_s, "max_message_bytes": sim.max_message_bytes}
         if sim.address is not None:
             return Link(
-                self._ctx, sim.address, bind=False, label=label, heartbeat_s=sim.heartbeat_s
+                self._ctx, sim.address, bind=False, label=label, server_key=sim.server_key, **bound
             )
         address = f"ipc://{self._dir}/{k}.sock" if sim.transport == "ipc" else "tcp://127.0.0.1:*"
-        link = Link(self._ctx, address, bind=True, label=label, heartbeat_s=sim.heartbeat_s)
+        public, secret = (
+            curve.keypair() if address.startswith("tcp") and not sim.insecure else (None, None)
+        )
+        link = Link(self._ctx, address, bind=True, label=label, server_key=public, **bound)
         if sim.transport == "tcp":
             link.address = address = link.sock.getsockopt_string(__import__("zmq").LAST_ENDPOINT)
         filled = {
@@ -209,7 +234,7 @@ class ExternalBatchEnv(BatchEnv):
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=sim.cwd,
-                env={**os.environ, **sim.env},
+                env=curve.launch_env({**os.environ, **sim.env}, secret, sim.max_message_bytes),
                 start_new_session=True,  # Ctrl-C goes to the trainer, which closes us
             )
         link.log = log
