@@ -1,0 +1,28 @@
+"""Experience replay: per-task storage of unrolls and the samplers that draw from it.
+
+Pure array code (numpy), between the unroll queue and the learner; the actors do not change.
+See docs/REPLAY.md for the layout and the sampling math.
+"""
+
+from mtrl.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, sequence_priorities
+from mtrl.replay.storage import (
+    SequenceBatch,
+    SequenceStorage,
+    TransitionBatch,
+    TransitionStorage,
+)
+from mtrl.replay.sum_tree import SumTree
+from mtrl.replay.task_replay import TaskReplay
+
+__all__ = [
+    "PrioritizedSampler",
+    "Sampler",
+    "SequenceBatch",
+    "SequenceStorage",
+    "SumTree",
+    "TaskReplay",
+    "TransitionBatch",
+    "TransitionStorage",
+    "UniformSampler",
+    "sequence_priorities",
+]
