@@ -101,8 +101,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 _check_envs(cfg, plugins, path)
             specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
             check_memory(cfg, specs, source=path)  # the envs' spaces only with --check-envs
-            if problems := ray_mode_problems(cfg, path):
-                raise UserError(problems[0])
+            if problems := ray_mode_problems(cfg, path, cluster=args.check_envs):
+                raise UserError("\n".join(problems), problems=problems)
         except UserError as e:
             failed = True
             for line in e.problems:

@@ -77,6 +77,7 @@ class HybridPool:
             inference,  # read once: a CPU copy of its model goes to the object store
             placements=self.placements,
             ray_config=ray_config,
+            watch_starved=False,  # get() watches, counting the local actors as running
             **shared,
         )
         self.local = ParallelPool(
@@ -156,6 +157,7 @@ class HybridPool:
     def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
         """Unrolls that are ready from either side (waits up to ``timeout`` for the first)."""
         self._supervise()
+        self.remote.check_starved(self.local.actors_per_task())
         has_local = any(self.local.actors_per_task())
         has_remote = any(self.remote.actors_per_task())
         if not has_remote:

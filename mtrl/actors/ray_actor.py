@@ -105,6 +105,12 @@ class RemoteActor:
         self.stepper.start(self.buffers[0])
         return _node_id()
 
+    def node(self) -> str:
+        """The id of the node this actor runs on: asked before :meth:`start`, its answer says
+        the actor has a node (the pool tells an actor waiting for room from one building its
+        env)."""
+        return _node_id()
+
     def load(self, weights: Weights, version: int) -> None:
         """Take ``weights`` (the learner's ``version``) for the next actions."""
         with warnings.catch_warnings(), torch.no_grad():

@@ -10,6 +10,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from mtrl.actors.ray_embedded import embedded_start
+from mtrl.actors.ray_join import join
+from mtrl.actors.ray_placement import NodeResources, embedded_nodes, unfit_placements
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.errors import UserError
 
@@ -25,16 +28,38 @@ def import_ray() -> Any:
     return ray
 
 
-def ray_mode_problems(cfg: Any, source: str) -> list[str]:
+def ray_mode_problems(cfg: Any, source: str, cluster: bool = False) -> list[str]:
     """What ``mtrl validate`` says of a config's Ray settings: ``mode: ray`` without Ray
-    installed (a problem: ``train`` would refuse it)."""
+    installed (``train`` would refuse it), and task placements no node could host one actor
+    of (``train`` refuses them too): checked against the embedded Ray's one node always, and
+    against a cluster to join (``actors.ray.address``, ``RAY_ADDRESS``) when ``cluster``
+    (``validate --check-envs``: it joins the cluster for a moment)."""
     if cfg.actors.mode != "ray":
         return []
     try:
         import_ray()
     except UserError as e:
         return [f"{source}: actors.mode: {e}"]
-    return []
+    rc = cfg.actors.ray
+    address = rc.address or os.environ.get("RAY_ADDRESS") or None
+    if address is None:
+        nodes = embedded_nodes(rc.num_cpus)
+        where = f"the embedded Ray ({nodes[0]['CPU']:g} CPUs: actors.ray.num_cpus or all cores)"
+    elif not cluster:
+        return []
+    else:
+        try:
+            session = connect(rc)
+        except UserError as e:
+            return [f"{source}: {e}"]
+        try:
+            nodes = live_nodes()
+        finally:
+            session.close()
+        where = f"the Ray cluster at {address}"
+    names = [None if t.anakin else t.key for t in cfg.tasks]
+    placements = [t.placement for t in cfg.tasks]
+    return [f"{source}: {p}" for p in unfit_placements(placements, names, nodes, where)]
 
 
 def placement_notes(cfg: Any) -> list[str]:
@@ -69,23 +94,23 @@ class RaySession:
 
 def connect(cfg: RayConfig) -> RaySession:
     """Join ``cfg.address`` (or ``RAY_ADDRESS``); with neither, start an embedded Ray on this
-    machine. A process already connected (a notebook, a test's cluster) keeps its session."""
+    machine, reachable on loopback only. A process already connected (a notebook, a test's
+    cluster) keeps its session."""
     ray = import_ray()
     if ray.is_initialized():
         return RaySession(_gcs_address(ray), owned=False, joined=False)
     address = cfg.address or os.environ.get("RAY_ADDRESS") or None
     common = dict(namespace=cfg.namespace, log_to_driver=True, configure_logging=False)
     if address is not None:
-        try:
-            ray.init(address=address, **common)
-        except (ConnectionError, RuntimeError, ValueError) as e:
-            raise UserError(
-                f"actors.ray.address: cannot join the Ray cluster at {address!r}: {e}"
-            ) from None
+        source = "actors.ray.address" if cfg.address else "RAY_ADDRESS"
+        join(ray, address, source, **common)
         return RaySession(_gcs_address(ray), owned=False, joined=True)
     # address="local": always a new Ray of this run's own; without it ray.init joins any
     # cluster started on this machine (`ray start --head` writes /tmp/ray/ray_current_cluster).
-    ray.init(address="local", num_cpus=cfg.num_cpus, include_dashboard=False, **common)
+    with embedded_start(ray) as loopback:
+        ray.init(
+            address="local", num_cpus=cfg.num_cpus, include_dashboard=False, **loopback, **common
+        )
     return RaySession(_gcs_address(ray), owned=True, joined=True)
 
 
@@ -108,8 +133,7 @@ def actor_options(p: TaskPlacement) -> dict[str, Any]:
 
 def cluster_cpus() -> float:
     """CPUs of the live nodes of the cluster (changes as nodes join and leave)."""
-    ray = import_ray()
-    return float(sum(n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")))
+    return float(sum(n.get("CPU", 0.0) for n in live_nodes()))
 
 
 def this_node() -> str:
@@ -122,15 +146,6 @@ def alive_nodes() -> set[str]:
     return {n["NodeID"] for n in import_ray().nodes() if n.get("Alive")}
 
 
-def missing_resources(p: TaskPlacement) -> list[str]:
-    """The resources of ``p`` that no live node has enough of (so its actors cannot start)."""
-    ray = import_ray()
-    need = {"CPU": p.num_cpus, **p.resources}
-    if p.memory_mb is not None:
-        need["memory"] = p.memory_mb * 2**20
-    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
-    if any(all(r.get(k, 0.0) >= v for k, v in need.items()) for r in nodes):
-        return []
-    return [
-        f"{k}={v:g}" for k, v in need.items() if not any(r.get(k, 0.0) >= v for r in nodes)
-    ] or ["no single node has all of " + ", ".join(f"{k}={v:g}" for k, v in need.items())]
+def live_nodes() -> list[NodeResources]:
+    """The resources of the cluster's live nodes (``CPU``, ``memory``, custom ones)."""
+    return [dict(n["Resources"]) for n in import_ray().nodes() if n.get("Alive")]

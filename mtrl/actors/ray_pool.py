@@ -51,12 +51,19 @@ from mtrl.actors.ray_cluster import (
     cluster_cpus,
     connect,
     import_ray,
+    live_nodes,
+)
+from mtrl.actors.ray_placement import (
+    StarveWatch,
     missing_resources,
+    starved_message,
+    unfit_placements,
 )
 from mtrl.actors.server import ActorEvent, ReadyUnroll
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.actors.worker import fault_kind
 from mtrl.config.placement import RayConfig, TaskPlacement
+from mtrl.errors import UserError
 
 # The learner reads unroll arrays in place; Ray hands them over as read-only views of its
 # object store, which torch.as_tensor warns about once. Nothing writes to a batch.
@@ -70,12 +77,14 @@ class _Actor:
     spec: RemoteActorSpec
     handle: Any  # ray.actor.ActorHandle
     start_ref: Any  # the pending start() call; None once started
+    node_ref: Any  # the pending node() call: done once Ray has given the actor a node
     started: float = field(default_factory=time.monotonic)
     node: str | None = None
     inflight: deque = field(default_factory=deque)  # (ref, submitted at), oldest first
     held: int = 0  # unrolls the learner holds
     last_done: float | None = None  # when its last call was seen finished
     walls: deque = field(default_factory=lambda: deque(maxlen=20))  # recent unroll wall s
+    placed: bool = False  # Ray gave it a node (it may still be building its env)
     waiting_said: bool = False
     placement_checked: float = float("-inf")  # when its placement was last checked
 
@@ -97,9 +106,15 @@ class RayPool:
         faults: FaultPolicy | None = None,
         book: FaultBook | None = None,
         ids: Iterator[int] | None = None,
+        watch_starved: bool = True,
     ) -> None:
         """``book`` and ``ids``: shared with another pool, as
-        :class:`~mtrl.actors.pool.ParallelPool`'s (the book's owner restarts actors)."""
+        :class:`~mtrl.actors.pool.ParallelPool`'s (the book's owner restarts actors).
+        ``watch_starved``: :meth:`get` warns of tasks left without a running actor (False:
+        the owner calls :meth:`check_starved` with its own actors counted).
+
+        Raises :class:`UserError` (and leaves the cluster) when no live node could host one
+        actor of some task: such a run would train without that task."""
         self.tasks = tasks
         self.unroll_length = unroll_length
         self.num_slots = num_slots
@@ -112,6 +127,10 @@ class RayPool:
         self.ray_config = ray_config or RayConfig()
         self.session = connect(self.ray_config)
         self._ray = import_ray()
+        self._refuse_unfit_placements()
+        self.watch_starved = watch_starved
+        self.starve = StarveWatch(self.ray_config.starved_warning_s)
+        self._starve_checked = float("-inf")
         self._remote = self._ray.remote(RemoteActor)
         model = copy.deepcopy(inference.model).to("cpu").eval()
         model.requires_grad_(False)
@@ -122,6 +141,14 @@ class RayPool:
         self._actors: dict[int, _Actor] = {}
         self._ids = ids or itertools.count()
         self._started_per_task: dict[int, int] = defaultdict(int)
+
+    def _refuse_unfit_placements(self) -> None:
+        names = [t.name if t is not None else None for t in self.tasks]
+        where = f"the Ray cluster at {self.session.address}"
+        problems = unfit_placements(self.placements, names, live_nodes(), where)
+        if problems:
+            self.session.close()
+            raise UserError("\n".join(problems), problems=problems)
 
     # -- actors -------------------------------------------------------------------------------
     def actor_ids(self, task: int) -> list[int]:
@@ -182,7 +209,8 @@ class RayPool:
         )
         opts = actor_options(self.placements[task])
         handle = self._remote.options(name=None, **opts).remote(spec, self._model_ref)
-        self._actors[actor_id] = _Actor(spec, handle, handle.start.remote())
+        node_ref = handle.node.remote()  # runs as soon as Ray has placed the actor
+        self._actors[actor_id] = _Actor(spec, handle, handle.start.remote(), node_ref)
         return actor_id
 
     def stop_actor(self, actor_id: int) -> None:
@@ -207,6 +235,8 @@ class RayPool:
     def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
         """Unrolls that are ready (waits up to ``timeout`` for the first one)."""
         self._supervise()
+        if self.watch_starved:
+            self.check_starved()
         pending = {}
         for a in self._actors.values():
             if a.start_ref is not None:
@@ -331,7 +361,7 @@ class RayPool:
         if waited <= self.fault_policy.start_timeout_s or now - a.placement_checked < 10.0:
             return
         a.placement_checked = now  # asks the cluster's state: at most every 10 s per actor
-        missing = missing_resources(self.placements[a.spec.task])
+        missing = missing_resources(self.placements[a.spec.task], live_nodes())
         if missing:
             self._lost(
                 a,
@@ -346,6 +376,46 @@ class RayPool:
                 f"room in the Ray cluster after {waited:.0f}s (all nodes that fit its placement "
                 "are full)"
             )
+
+    # -- tasks without actors -----------------------------------------------------------------
+    def placed_per_task(self) -> list[int]:
+        """Actors per task that Ray has given a node (started, or building their env)."""
+        waiting = {a.node_ref: a for a in self._actors.values() if not a.placed}
+        if waiting:
+            ready, _ = self._ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
+            for ref in ready:
+                waiting[ref].placed = True
+        counts = [0] * len(self.tasks)
+        for a in self._actors.values():
+            counts[a.spec.task] += a.placed or a.start_ref is None
+        return counts
+
+    def check_starved(self, local: list[int] | None = None) -> None:
+        """Warn once (per episode) of each task that has wanted actors and had none placed
+        for ``actors.ray.starved_warning_s``, saying why (:func:`starved_message`). ``local``:
+        the owner's actors per task running outside Ray (they count as running). At most once
+        a second: it asks Ray for the actors' state."""
+        now = time.monotonic()
+        if now - self._starve_checked < 1.0:
+            return
+        self._starve_checked = now
+        wanted = self.actors_per_task()
+        running = self.placed_per_task()
+        if local is not None:
+            running = [r + n for r, n in zip(running, local, strict=True)]
+            want_any = [w + n for w, n in zip(wanted, local, strict=True)]
+        else:
+            want_any = wanted
+        starved = self.starve.starved(now, running, want_any)
+        if not starved:
+            return
+        nodes = live_nodes()
+        for task in starved:
+            t = self.tasks[task]
+            waited = now - self.starve.since[task]
+            name = t.name if t is not None else str(task)
+            text = starved_message(task, name, waited, self.placements, wanted, nodes)
+            print(f"WARNING: {text}", flush=True)
 
     def close(self) -> None:
         """Kill every actor and leave the cluster (stopping an embedded Ray)."""

@@ -42,6 +42,10 @@ class RayConfig(ConfigModel):
     tasks, so nodes joining or leaving change how many actors the scheduler shares out."""
     reserve_cpus: float = Field(default=1.0, ge=0)
     """With ``budget_from_cluster``: CPUs of the cluster left to the learner and the driver."""
+    starved_warning_s: float = Field(default=60.0, gt=0)
+    """A task that wants actors and has had none placed on a node for this long gets one
+    WARNING saying why (the cluster has fewer CPUs than the run's actors ask for, the node with
+    its resources left) and what to change; said again only after it has had an actor."""
     local_actors: int = Field(default=0, ge=0)
     """Up to this many actors run on the learner's machine as process mode's worker processes
     (acting as ``actors.inference`` says: through the central inference server, or with their

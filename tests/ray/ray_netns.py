@@ -17,10 +17,12 @@ SCENARIOS = Path(__file__).with_name("scenarios.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_scenario(name: str, timeout: float = 240.0, **kwargs: Any) -> dict[str, Any]:
-    """Run ``scenarios.<name>(**kwargs)`` and return the dict it returns; a failure shows the
-    scenario's output."""
-    cmd = in_private_network([sys.executable, str(SCENARIOS), name, json.dumps(kwargs)])
+def run_scenario(
+    name: str, timeout: float = 240.0, script: Path = SCENARIOS, **kwargs: Any
+) -> dict[str, Any]:
+    """Run ``<script>.<name>(**kwargs)`` (default: scenarios.py) and return the dict it
+    returns; a failure shows the scenario's output."""
+    cmd = in_private_network([sys.executable, str(script), name, json.dumps(kwargs)])
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,36 @@ def _cluster(workers: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
     ray.init(address=cluster.address, namespace="mtrl-test")
     cluster.wait_for_nodes()
     return cluster, nodes
+
+
+#: How long a scenario's run may take to reach what it waits for (a busy machine included).
+DEADLINE_S = 240.0
+
+
+def stopping_when(done: Callable[[Any], bool], base: type | None = None) -> Any:
+    """A :class:`~mtrl.trainer.Trainer` (or ``base``) subclass whose run stops once
+    ``done(trainer)`` holds — checked at every actor unroll — or after :data:`DEADLINE_S`
+    (then the test's assertions say what was missing). The config's ``total_env_steps`` is
+    only a cap: runs wait on what they check (first unrolls, nodes assigned, restarts), never
+    on a step budget that start-up on a busy machine can use up."""
+    from mtrl.trainer import Trainer
+
+    class Until(base or Trainer):  # type: ignore[misc, valid-type]
+        def run(self) -> Any:
+            self.until_end = time.monotonic() + DEADLINE_S
+            return super().run()
+
+        def on_unroll(self, task: int, info: Any) -> None:
+            super().on_unroll(task, info)
+            if time.monotonic() > self.until_end or done(self):
+                self.request_stop()
+
+    return Until
+
+
+def _placed(pool: Any) -> int:
+    """Actors of ``pool`` that have started on a node."""
+    return sum(pool.actors_per_node().values())
 
 
 def _flat(obs: Any) -> list[np.ndarray]:
@@ -134,16 +165,16 @@ actors: {mode: serial}
 
 def trains_on_three_nodes(tmp: str, total_env_steps: int = 160_000) -> dict[str, Any]:
     """A run on a head node without CPUs and two worker nodes, one of them offering a custom
-    resource ``sim_b`` that pins the second task's actors to it."""
+    resource ``sim_b`` that pins the second task's actors to it; it runs on until it has
+    ``total_env_steps`` and its 4 actors have started on their nodes."""
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
 
     cluster, (_, node_b) = _cluster([{"num_cpus": 2}, {"num_cpus": 3, "resources": {"sim_b": 2}}])
     cfg = parse_config(
         f"""
 name: three-nodes
 seed: 1
-total_env_steps: {total_env_steps}
+total_env_steps: {total_env_steps * 10}
 {ANYWHERE_AND_PINNED}
 actors: {{mode: ray, slots_per_actor: 2}}
 scheduler: {{num_actors: 4}}
@@ -152,7 +183,8 @@ tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, wandb: {{mode
 checkpoint: {{enabled: false}}
 """
     )
-    trainer = Trainer(cfg, console=False)
+    until = stopping_when(lambda t: t.env_steps >= total_env_steps and _placed(t.pool) == 4)
+    trainer = until(cfg, console=False)
     placed: dict[str, list[str]] = {"anywhere": [], "pinned": []}
     try:
         result = trainer.run()
@@ -174,11 +206,11 @@ checkpoint: {{enabled: false}}
     }
 
 
-def _wait_until_placed(pool: Any, timeout_s: float = 60.0) -> None:
+def _wait_until_placed(pool: Any, timeout_s: float = DEADLINE_S) -> None:
     """Serve the pool until every actor it runs has started on a node (or ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if sum(pool.actors_per_node().values()) >= sum(pool.actors_per_task()):
+        if _placed(pool) >= sum(pool.actors_per_task()):
             return
         for ru in pool.get(timeout=0.5):
             pool.release(ru)
@@ -186,7 +218,8 @@ def _wait_until_placed(pool: Any, timeout_s: float = 60.0) -> None:
 
 def survives_node_loss(total_env_steps: int = 60_000) -> dict[str, Any]:
     """Two worker nodes; once the run is going, the node with the most actors is removed. The
-    run must finish, count the lost actors as faults and start them again on the other node."""
+    run must finish, count the lost actors as faults and start them again on the other node
+    (it runs on until the replacements have been started)."""
     from mtrl.config import parse_config
     from mtrl.trainer import Trainer
 
@@ -194,7 +227,7 @@ def survives_node_loss(total_env_steps: int = 60_000) -> dict[str, Any]:
     cfg = parse_config(
         f"""
 name: node-loss
-total_env_steps: {total_env_steps}
+total_env_steps: {total_env_steps * 10}
 tasks:
   - {{env: gymnasium/CartPole-v1, num_envs: 8}}
 actors: {{mode: ray}}
@@ -215,7 +248,11 @@ learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [
             removed.update(node=victim, actors=per_node[victim], at=self.env_steps)
             cluster.remove_node(node, allow_graceful=False)
 
-    trainer = Watched(cfg, write_run_dir=False, console=False)
+    def done(t: Any) -> bool:
+        restarted = bool(removed) and t.pool.faults[0].restarts >= removed["actors"]
+        return restarted and t.env_steps >= total_env_steps
+
+    trainer = stopping_when(done, Watched)(cfg, write_run_dir=False, console=False)
     try:
         result = trainer.run()
         pool = trainer.pool
@@ -258,9 +295,9 @@ def faults_are_counted(tmp: str) -> dict[str, Any]:
     import ray
 
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
 
     ray.init(num_cpus=6, include_dashboard=False)
+    total = 20_000
 
     def chaos(name: str, kwargs: str) -> str:
         return (
@@ -270,11 +307,11 @@ def faults_are_counted(tmp: str) -> dict[str, Any]:
 
     once = f"faulty_instances: 1, marker_dir: {tmp}/markers"
     cfg = parse_config(
-        """
-total_env_steps: 20000
-scheduler: {num_actors: 6, max_restarts: 1, step_timeout_s: 2.0}
-actors: {mode: ray}
-learner: {unroll_length: 8, batch_size: 8, model: {encoder_dim: 16, torso: [16]}}
+        f"""
+total_env_steps: {total * 10}
+scheduler: {{num_actors: 6, max_restarts: 1, step_timeout_s: 2.0}}
+actors: {{mode: ray}}
+learner: {{unroll_length: 8, batch_size: 8, model: {{encoder_dim: 16, torso: [16]}}}}
 tasks:"""
         + chaos("healthy", "env: gymnasium/CartPole-v1")
         + chaos("raises", f"raise_after: 11, {once}/raise")
@@ -284,7 +321,13 @@ tasks:"""
         + chaos("broken", "raise_after: 0")
         + QUIET
     )
-    trainer = Trainer(cfg, write_run_dir=False, console=False)
+
+    def done(t: Any) -> bool:  # what the test checks: each replacement delivered
+        f, steps = t.pool.faults, [p.env_steps for p in t.progress]
+        replaced = all(f[i].restarts >= 1 and steps[i] > 32 * 11 for i in (1, 2, 3, 4))
+        return replaced and f[5].quarantined and steps[0] > 2000 and t.env_steps >= total
+
+    trainer = stopping_when(done)(cfg, write_run_dir=False, console=False)
     try:
         result = trainer.run()
         faults = _fault_records(trainer.pool)
@@ -347,19 +390,18 @@ tracking: {{run_dir: {tmp}/runs, log_every_s: 1, console: plain, wandb: {{mode: 
 
 def resumes_beside_an_anakin_task(tmp: str) -> dict[str, Any]:
     """A Ray-actor task beside an Anakin task (tensor env on the learner's device): train,
-    checkpoint, stop; resume with a larger budget and train on. (The Anakin task steps from the
-    first update on, while the Ray actor still starts: a small share of envs keeps it from
-    spending the whole budget before then.)"""
+    checkpoint, stop; resume and train on. The Anakin task steps from the first update on,
+    while the Ray actor still starts: each part runs until it has its 40k steps *and* the Ray
+    task has delivered in it (however long its actor takes to start on a busy machine)."""
     import ray
 
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
 
     ray.init(num_cpus=2, include_dashboard=False)
     cfg = parse_config(
         f"""
 name: ray-anakin
-total_env_steps: 40000
+total_env_steps: 4000000
 tasks:
   - {{env: gymnasium/CartPole-v1, name: remote, num_envs: 16}}
   - {{env: tensor/CartPole-v1, name: on-device, num_envs: 2, anakin: true}}
@@ -370,13 +412,18 @@ tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, csv: false,
             wandb: {{mode: disabled}}}}
 """
     )
-    first = Trainer(cfg, console=False)
+
+    def remote_past(steps: int, remote_steps: int) -> Callable[[Any], bool]:
+        return lambda t: t.env_steps >= steps and t.progress[0].env_steps > remote_steps
+
+    first = stopping_when(remote_past(40_000, 0))(cfg, console=False)
     try:
         r1 = first.run()
         run_dir = first.run_dir
     finally:
         first.close()
-    second = Trainer.resume(run_dir, console=False, total_env_steps=80000)
+    done = remote_past(r1.env_steps + 40_000, r1.tasks[0].env_steps)
+    second = stopping_when(done).resume(run_dir, console=False)
     try:
         start = {t.name: t.env_steps for t in second.results()}
         r2 = second.run()
@@ -403,7 +450,7 @@ def budget_follows_the_nodes(total_env_steps: int = 60_000) -> dict[str, Any]:
     cfg = parse_config(
         f"""
 name: budget
-total_env_steps: {total_env_steps}
+total_env_steps: {total_env_steps * 10}
 tasks:
   - {{env: gymnasium/CartPole-v1, num_envs: 8}}
 actors: {{mode: ray, ray: {{budget_from_cluster: true, reserve_cpus: 0}}}}
@@ -423,7 +470,11 @@ learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [
             elif seen["before"] is not None:
                 seen["after"].append(actors)
 
-    trainer = Watched(cfg, write_run_dir=False, console=False)
+    def done(t: Any) -> bool:  # the joined node's CPUs in the budget, its actors started
+        grown = t.rebalancer.budget.slots == 4 and _placed(t.pool) == 4
+        return grown and t.env_steps >= total_env_steps
+
+    trainer = stopping_when(done, Watched)(cfg, write_run_dir=False, console=False)
     try:
         result = trainer.run()
         slots = trainer.rebalancer.budget.slots
@@ -441,8 +492,10 @@ learner: {{unroll_length: 16, batch_size: 16, model: {{encoder_dim: 16, torso: [
 
 
 def unplaceable_task_is_a_fault() -> dict[str, Any]:
-    """A task whose placement names a resource no node has: after ``start_timeout_s`` its actor
-    is a counted fault naming the resource, not a silent wait."""
+    """A task whose placement names a resource only one node has, and that node leaves the
+    cluster before the task's actor starts: after ``start_timeout_s`` the actor is a counted
+    fault naming the resource, not a silent wait. (A placement no node has at the start is
+    refused: tests/ray/test_ray_edges.py.)"""
     import ray
 
     from mtrl.actors.faults import FaultPolicy
@@ -454,7 +507,9 @@ def unplaceable_task_is_a_fault() -> dict[str, Any]:
     from mtrl.plugins import get_plugins
     from mtrl.task_envs import build_tasks
 
-    ray.init(num_cpus=2, include_dashboard=False)
+    cluster, (_, solver) = _cluster(
+        [{"num_cpus": 2}, {"num_cpus": 1, "resources": {"solver_x": 1}}]
+    )
     cfg = parse_config("tasks: [{env: gymnasium/CartPole-v1, num_envs: 2}]")
     specs = [get_plugins().envs.get(t.env) for t in cfg.tasks]
     setups, envs = build_tasks(cfg, specs, 0, torch.device("cpu"))
@@ -471,8 +526,12 @@ def unplaceable_task_is_a_fault() -> dict[str, Any]:
         placements=[TaskPlacement(resources={"solver_x": 1})],
         faults=FaultPolicy(start_timeout_s=2.0, max_restarts=0),
     )
+    cluster.remove_node(solver, allow_graceful=False)
+    deadline = time.monotonic() + DEADLINE_S
+    while any(n["Alive"] and n["NodeID"] == solver.node_id for n in ray.nodes()):
+        assert time.monotonic() < deadline, "the removed node is still alive"
+        time.sleep(0.2)
     pool.set_actors([1])
-    deadline = time.monotonic() + 30
     events: list[Any] = []
     while not events and time.monotonic() < deadline:
         pool.get(timeout=0.5)
@@ -490,16 +549,16 @@ def local_and_remote_actors(tmp: str, total_env_steps: int = 120_000) -> dict[st
     """``actors.ray.local_actors: 2`` on a head node without CPUs and one worker node with a
     custom resource ``sim_b``: the unpinned task's two actors run here as worker processes (with
     their own policy copies: ``actors.inference: auto`` and a CPU learner), the pinned task's on
-    its node as Ray actors."""
+    its node as Ray actors. It runs on until both Ray actors have started on their node and the
+    pinned task has delivered 5000 steps."""
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
 
     cluster, (node_b,) = _cluster([{"num_cpus": 3, "resources": {"sim_b": 2}}])
     cfg = parse_config(
         f"""
 name: hybrid
 seed: 1
-total_env_steps: {total_env_steps}
+total_env_steps: {total_env_steps * 10}
 {ANYWHERE_AND_PINNED}
 actors: {{mode: ray, ray: {{local_actors: 2}}}}
 scheduler: {{num_actors: 4}}
@@ -508,7 +567,12 @@ tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, wandb: {{mode
 checkpoint: {{enabled: false}}
 """
     )
-    trainer = Trainer(cfg, console=False)
+
+    def done(t: Any) -> bool:
+        pinned = t.progress[1].env_steps >= 5_000 and _placed(t.pool.remote) == 2
+        return pinned and t.env_steps >= total_env_steps
+
+    trainer = stopping_when(done)(cfg, console=False)
     try:
         result = trainer.run()
         pool = trainer.pool
@@ -542,13 +606,13 @@ def local_and_remote_faults(tmp: str) -> dict[str, Any]:
 
     from mtrl.actors.hybrid_pool import HybridPool
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
 
     ray.init(num_cpus=4, include_dashboard=False)
     once = f"faulty_instances: 1, marker_dir: {tmp}/markers"
+    total = 30_000
     cfg = parse_config(
         f"""
-total_env_steps: 30000
+total_env_steps: {total * 10}
 scheduler: {{num_actors: 6, max_restarts: 1, step_timeout_s: 5.0}}
 actors: {{mode: ray, ray: {{local_actors: 3}}}}
 learner: {{unroll_length: 8, batch_size: 8, model: {{encoder_dim: 16, torso: [16]}}}}
@@ -573,8 +637,13 @@ tasks:
                 remote=pool.remote.actors_per_task(),
             )
 
+    def done(t: Any) -> bool:  # what the test checks: killed restarted, broken quarantined
+        f, steps = t.pool.faults, [p.env_steps for p in t.progress]
+        settled = f[0].restarts >= 1 and f[1].quarantined and min(steps[0], steps[2]) > 2000
+        return settled and t.env_steps >= total
+
     HybridPool.set_actors = recorded  # type: ignore[method-assign]
-    trainer = Trainer(cfg, write_run_dir=False, console=False)
+    trainer = stopping_when(done)(cfg, write_run_dir=False, console=False)
     try:
         result = trainer.run()
         pool = trainer.pool
@@ -602,11 +671,17 @@ def _teardown() -> None:
 
 _CLUSTERS: list[Any] = []
 
-if __name__ == "__main__":
+
+def main(scenarios: dict[str, Any]) -> None:
+    """Run ``scenarios[argv[1]](**json(argv[2]))``, tear Ray down, print its ``RESULT``."""
     name, kwargs = sys.argv[1], json.loads(sys.argv[2] if len(sys.argv) > 2 else "{}")
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     try:
-        result = globals()[name](**kwargs)
+        result = scenarios[name](**kwargs)
     finally:
         _teardown()
     print("RESULT " + json.dumps(result, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main(globals())

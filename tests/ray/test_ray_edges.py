@@ -1,0 +1,100 @@
+"""``actors.mode: ray`` at its edges, on real Ray in a private network namespace
+(tests/ray/edge_scenarios.py): the embedded Ray listens on loopback only; a hand-started
+cluster with token authentication is joined with the token and refused, in one line naming
+authentication, without it; a placement no node can host is refused before training; a task
+the cluster has no room for is warned about, naming why."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import pytest
+from ray_netns import run_scenario  # tests/ray/, on sys.path under pytest's rootdir-less import
+
+from mtrl.testing.netns import can_unshare
+
+pytest.importorskip("ray", reason="the ray extra is not installed")
+pytestmark = pytest.mark.timeout(400)
+
+EDGE = Path(__file__).with_name("edge_scenarios.py")
+
+
+@pytest.mark.skipif(not can_unshare(), reason="needs a private network namespace to add an address")
+def test_the_embedded_ray_listens_on_loopback_only() -> None:
+    r = run_scenario("embedded_ray_listens_on_loopback", script=EDGE)
+    host = r["gcs"].rpartition(":")[0]
+    assert host == "127.0.0.1", r
+    assert r["listening"], "Ray's processes listen"
+    for addr in r["listening"]:  # GCS, raylet, object manager, agents
+        ip = ipaddress.ip_address(addr)
+        ip = ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
+        assert ip.is_loopback, r
+
+
+def test_a_token_cluster_is_joined_with_its_token_and_refused_without(tmp_path: Path) -> None:
+    r = run_scenario("token_cluster_is_joined", timeout=600, script=EDGE, tmp=str(tmp_path))
+    joined = r["joined"]
+    assert joined["rc"] == 0, joined["out"][-3000:] + joined["err"][-3000:]
+    assert r["updates"] >= 3
+    for case, why in [
+        ("no_mode", "RAY_AUTH_MODE is not 'token' here"),
+        ("wrong", "the token sent is not the cluster's"),
+    ]:
+        c = r[case]
+        err = c["err"].strip().splitlines()
+        assert c["rc"] == 2, (case, c)
+        assert len(err) == 1, (case, c["err"])  # one line, no retry warnings, no traceback
+        assert "requires token authentication" in err[0] and why in err[0], (case, err)
+        assert "RAY_AUTH_TOKEN" in err[0] and "RAY_ADDRESS" in err[0], (case, err)
+
+
+def test_a_placement_no_node_can_host_is_refused_before_training(tmp_path: Path) -> None:
+    r = run_scenario("unfit_placement_is_refused", script=EDGE, tmp=str(tmp_path))
+    for key, what in [("cpus", "num_cpus=4 (largest node: 2)"), ("resource", "solver_x=1")]:
+        c = r[key]
+        err = c["err"].strip().splitlines()
+        assert c["rc"] == 2 and len(err) == 1, (key, c)
+        assert err[0].startswith("error: tasks[0].placement: task 'cart' asks per actor"), err
+        assert what in err[0] and "can host" in err[0], err
+        assert "charts/" not in c["out"] and "updates" not in c["out"].lower(), "no training"
+
+
+def test_validate_refuses_a_placement_the_embedded_ray_cannot_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mtrl.cli import main
+
+    cfg = tmp_path / "big.yaml"
+    cfg.write_text(
+        "tasks:\n"
+        "  - {env: gymnasium/CartPole-v1, placement: {num_cpus: 4}}\n"
+        "  - {env: gymnasium/Pendulum-v1, placement: {resources: {heat_code: 1}}}\n"
+        "actors: {mode: ray, ray: {num_cpus: 2}}\n"
+    )
+    assert main(["validate", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith(f"{cfg}: tasks[0].placement:") and "num_cpus=4" in err[0]
+    assert "embedded Ray (2 CPUs" in err[0]
+    assert err[1].startswith(f"{cfg}: tasks[1].placement:") and "heat_code=1" in err[1]
+    fits = tmp_path / "fits.yaml"
+    fits.write_text(
+        "tasks: [{env: gymnasium/CartPole-v1, placement: {num_cpus: 2}}]\n"
+        "actors: {mode: ray, ray: {num_cpus: 2}}\n"
+    )
+    assert main(["validate", str(fits)]) == 0
+
+
+def test_a_task_the_cluster_has_no_room_for_gets_one_warning_naming_why() -> None:
+    r = run_scenario("starved_task_is_warned", script=EDGE)
+    starved = [name for name, steps in r["steps"].items() if steps == 0]
+    assert len(starved) == 1, r["steps"]
+    warned = {w.split("'")[1]: w for w in r["warnings"]}
+    # A task whose actor took longer than the 15 s to start on a busy machine is warned too
+    # (said as the same cause: 3 CPUs asked of 2); each task at most once.
+    assert len(warned) == len(r["warnings"]), r["warnings"]
+    warning = warned[starved[0]]
+    assert warning.startswith(f"WARNING: task {starved[0]!r} has had no running actor for")
+    assert "the run's 3 actors ask for 3 CPUs and the Ray cluster has 2" in warning
+    assert "scheduler.num_actors" in warning and "actors.ray.num_cpus" in warning
