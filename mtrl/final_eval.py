@@ -7,11 +7,14 @@ plus ``EVAL_SEED_OFFSET``, never a training seed): ``mtrl eval RUN_DIR --greedy 
 on the final checkpoint plays the same episodes. The mean return goes beside the training
 return in the final table and into the last metrics record as ``eval/<task>/greedy_return``.
 
-Anakin tasks play through the numpy face of their tensor-native env. Left out, with a line
-saying why (the table shows '-'):
+Anakin tasks play through the numpy face of their tensor-native env. A task whose actors
+failed and recovered is evaluated like any other (an env that raises here is reported and the
+run's results stand; an external simulation's own step timeout ends a hang). Left out, with a
+line saying why (the table shows '-'):
 
-* a task whose envs failed in training (faults, quarantine): a raise or a hang here, in the
-  learner's process, would stop ``mtrl train`` after its work is done; ``mtrl eval`` it;
+* a quarantined task: its envs kept failing; ``mtrl eval`` it once they are fixed;
+* a task that made no env steps in training ("no steps"): its policy never learned, and an
+  eval of it would only launch its env to report an untrained score;
 * every task when the model is split over the ranks (``learner.parallel.model_parallel``
   ``task_sharded`` or ``fsdp``): rank 0 does not hold all of it.
 """
@@ -24,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mtrl.actors.server import ENV_FAULT_KINDS
 from mtrl.evaluate import evaluate_model
 from mtrl.progress import TaskResult
 
@@ -62,10 +64,13 @@ def final_eval(
     faults: Sequence[TaskFaults],
     record: dict[str, float],
     ctx: DistContext,
+    *,
+    env_steps: Sequence[int] | None = None,
 ) -> FinalEval:
     """Evaluate ``model`` greedily (on the main rank only; nothing when the config says 0) and
     add ``eval/<task>/greedy_return`` of each evaluated task to ``record`` (the last one).
-    ``faults`` are the actor pool's per-task fault records, in task order."""
+    ``faults`` are the actor pool's per-task fault records, ``env_steps`` each task's env steps
+    in training (None: not known), both in task order."""
     episodes = cfg.tracking.final_eval_episodes
     if episodes == 0 or not ctx.is_main:
         return FinalEval()
@@ -78,9 +83,11 @@ def final_eval(
         return FinalEval()
     out = FinalEval(episodes)
     for i, task_faults in enumerate(faults):
-        env_faults = sum(task_faults.by_kind.get(k, 0) for k in ENV_FAULT_KINDS)
-        if env_faults or task_faults.quarantined:
-            print(f"greedy eval skipped for {names[i]}: its envs failed in training")
+        if task_faults.quarantined:
+            print(f"greedy eval skipped for {names[i]}: quarantined (its envs kept failing)")
+            continue
+        if env_steps is not None and env_steps[i] == 0:
+            print(f"greedy eval skipped for {names[i]}: no steps (it made none in training)")
             continue
         try:
             (result,) = evaluate_model(

@@ -127,12 +127,13 @@ def _sample(space: gym.Space, n: int) -> Any:
 
 
 def _spaces(cfg: ExperimentConfig, specs: Sequence[Any]) -> list[tuple[gym.Space, gym.Space]]:
-    """Each task's spaces from its spec, or from one env copy when its kwargs may change them."""
-    from mtrl.task_envs import build_env
+    """Each task's spaces from its spec, or from one env copy when its kwargs may change them
+    (not when its declared spaces hold whatever the kwargs: an external simulation's)."""
+    from mtrl.task_envs import build_env, declared_spaces_hold
 
     out = []
     for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):
-        if not task.env_kwargs:
+        if not task.env_kwargs or declared_spaces_hold(spec):
             out.append((spec.observation_space, spec.action_space))
             continue
         probe = build_env(spec, cfg, i, 1, cfg.task_seed(i))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import gymnasium as gym
 import torch
 
@@ -36,18 +38,51 @@ def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed:
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
 
 
+def declared_spaces_hold(spec: EnvSpec) -> bool:
+    """Whether ``spec``'s declared spaces hold whatever its env_kwargs: its factory refuses an
+    env that disagrees with them (an external simulation whose plugin declared them), so that
+    nothing has to be built (a code launched) to learn a task's spaces."""
+    return bool(getattr(spec.make, "keeps_declared_spaces", False))
+
+
+def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tuple[int, str]]:
+    """``(task index, problem)`` for each task whose env runs a program that is missing or not
+    executable (an external simulation's command, its template filled from the task's
+    env_kwargs). Bad env_kwargs are left to building the env, which names them."""
+    found = []
+    for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):
+        check = getattr(spec.make, "command_problem", None)
+        if not callable(check):
+            continue
+        try:
+            problem = check(task.env_kwargs)
+        except Exception:  # bad kwargs: reported, with the env id, when the env is built
+            continue
+        if problem:
+            found.append((i, f"{task.env}: {problem}"))
+    return found
+
+
+def check_commands(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> None:
+    """Raise :class:`UserError` (one line per task) for :func:`command_problems`."""
+    problems = [f"tasks[{i}].env: {text}" for i, text in command_problems(cfg, specs)]
+    if problems:
+        raise UserError("\n".join(problems), problems=problems)
+
+
 def task_spaces(
     spec: EnvSpec, cfg: ExperimentConfig, i: int, env: BatchEnv | None
 ) -> tuple[gym.Space, gym.Space]:
     """Task ``i``'s (observation, action) spaces: from its env when one was built, else from
-    the spec (building one copy only when its kwargs may change the spaces).
+    the spec (building one copy only when its kwargs may change the spaces, which declared
+    spaces that hold do not: :func:`declared_spaces_hold`).
 
     Raises :class:`UserError` naming the task, its env id and the part of the space when the
     learner cannot train on them (:func:`mtrl.learner.trainable.check_trainable`).
     """
     if env is not None:
         found = env.single_observation_space, env.single_action_space
-    elif not cfg.tasks[i].env_kwargs:
+    elif not cfg.tasks[i].env_kwargs or declared_spaces_hold(spec):
         found = spec.observation_space, spec.action_space
     else:
         probe = build_env(spec, cfg, i, 1, cfg.task_seed(i))
@@ -90,7 +125,9 @@ def build_tasks(
 ) -> tuple[list[TaskSetup], list[BatchEnv | None]]:
     """Each task's setup for the actors, and the envs this process steps itself: serial-mode
     and Anakin tasks (None for the others, whose actors build their own). On a failure the
-    envs already built are closed before the error goes on."""
+    envs already built are closed before the error goes on. A task whose env's program is
+    missing is refused first (:func:`check_commands`)."""
+    check_commands(cfg, specs)
     serial = cfg.actors.mode == "serial"
     setups: list[TaskSetup] = []
     envs: list[BatchEnv | None] = []

@@ -2,7 +2,7 @@
 
 Run as a script (standard library only, so it starts in milliseconds)::
 
-    python launcher.py PARENT_PID GRACE_S -- command args...
+    python launcher.py PARENT_PID GRACE_S [--log-max-bytes N] -- command args...
 
 It makes itself a child subreaper (every descendant that loses its parent, such as MPI ranks
 whose ``mpiexec`` died, is re-parented to it), asks the kernel for SIGTERM when its parent dies
@@ -10,7 +10,12 @@ whose ``mpiexec`` died, is re-parented to it), asks the kernel for SIGTERM when 
 command in its own process group. It ends when the command ends, when its parent dies, or on
 SIGTERM/SIGINT/SIGHUP; in every case it then SIGTERMs every descendant (found through /proc, so
 ranks that started sessions of their own are caught too), waits ``GRACE_S``, and SIGKILLs what
-is left. Its exit status is the command's (128 + signal when the command was killed).
+is left. Its exit status is the command's (128 + signal when the command was killed); 127 when
+the command was not found, 126 when it is not executable (as a shell says).
+
+With ``--log-max-bytes N`` the command's stdout and stderr go through a pipe that it copies to
+its own stdout (the log file, opened for appending), keeping that file under ``N`` bytes: past
+it, the older half is dropped and a line says so (the end of a log is what explains a crash).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -75,8 +82,55 @@ def shutdown(grace_s: float) -> None:
             time.sleep(0.02)
 
 
+def copy_capped(src: int, dst: int, cap: int) -> None:
+    """Copy ``src`` to ``dst`` (a file opened for appending) until end of file, keeping the
+    file under about ``cap`` bytes: past it, only its newer half is kept."""
+    size = os.fstat(dst).st_size
+    while True:
+        try:
+            data = os.read(src, 1 << 16)
+        except OSError:
+            return
+        if not data:
+            return
+        with contextlib.suppress(OSError):  # a full disk: the pipe is still drained
+            os.write(dst, data)
+            size += len(data)
+            if size > cap:
+                size = _keep_newer_half(dst, size, cap)
+
+
+def _keep_newer_half(fd: int, size: int, cap: int) -> int:
+    """Cut the file open on ``fd`` (for appending) to a note and its last ``cap // 2``
+    bytes; returns its new size."""
+    reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)  # fd itself may be write-only
+    try:
+        keep = os.pread(reader, cap // 2, size - cap // 2)
+    finally:
+        os.close(reader)
+    note = f"[mtrl: older output dropped; this log keeps its last ~{cap} bytes]\n".encode()
+    os.ftruncate(fd, 0)
+    os.write(fd, note + keep)
+    return len(note) + len(keep)
+
+
+def start(command: list[str], log_max_bytes: int | None) -> tuple[subprocess.Popen, Any]:
+    """Start ``command`` (its output copied under a cap when ``log_max_bytes`` is given);
+    returns it and the copying thread (or None)."""
+    if log_max_bytes is None:
+        return subprocess.Popen(command), None
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert child.stdout is not None
+    src = child.stdout.fileno()
+    copier = threading.Thread(target=copy_capped, args=(src, 1, log_max_bytes), daemon=True)
+    copier.start()
+    return child, copier
+
+
 def main(argv: list[str]) -> int:
     parent, grace = int(argv[0]), float(argv[1])
+    options = argv[2 : argv.index("--")]
+    cap = int(options[options.index("--log-max-bytes") + 1]) if options else None
     command = argv[argv.index("--") + 1 :]
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -92,15 +146,17 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # our own group (the env also starts us in a new session)
     try:
-        child = subprocess.Popen(command)
+        child, copier = start(command, cap)
     except OSError as e:
         print(f"mtrl launcher: cannot start {command[0]!r}: {e}", file=sys.stderr)
-        return 127
+        return 126 if isinstance(e, PermissionError) else 127
     code: int | None = None
     while code is None and not stop["sig"] and os.getppid() == parent:
         with contextlib.suppress(subprocess.TimeoutExpired):
             code = child.wait(timeout=0.1)
     shutdown(grace if code is None else min(grace, 0.5))
+    if copier is not None:
+        copier.join(timeout=2.0)  # the last lines (a crash's message) reach the log first
     if code is None:
         code = child.poll()
     if code is None:

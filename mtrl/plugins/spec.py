@@ -50,6 +50,9 @@ class EnvSpec:
     def __post_init__(self) -> None:
         if self._observation_space is not None:  # what build() will return, Text tokenised
             self._observation_space = tokenised_space(self._observation_space)
+        bind = getattr(self.make, "for_env", None)
+        if callable(bind):  # a factory that names its env and checks the declared spaces
+            self.make = bind(self.id, self._observation_space, self._action_space)
 
     @property
     def name(self) -> str:

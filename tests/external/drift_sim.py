@@ -5,8 +5,11 @@ observation ``(x, t / 20)``; the episode limit (20 steps) is left to mtrl. Copy 
 ``((seed + i) % 7 - 3) / 3`` (the C twin ``drift_sim.c`` does the same, so their trajectories
 must agree exactly). ``--fault KIND --at N`` misbehaves at the N-th STEP: ``crash`` (exit 3),
 ``hang`` (sleep), ``nan`` (NaN reward), ``error`` (raise: an ERROR reply), ``close`` (close the
-socket and linger without answering); ``--children K`` forks K idle child processes first (the
-ranks of a pretend MPI job) so tests can check none outlives the run.
+socket and linger without answering), ``slow`` (sleep ``--slow S`` seconds, once);
+``--children K`` forks K idle child processes first (the ranks of a pretend MPI job) so tests
+can check none outlives the run. ``--say TEXT`` prints TEXT on stdout and stderr at start,
+``--spam N`` prints N numbered lines, ``--mark FILE`` appends a line to FILE (to count
+launches), ``--obs-shape 3,4`` declares another observation shape in the handshake.
 """
 
 from __future__ import annotations
@@ -25,15 +28,16 @@ LIMIT = 20
 
 
 class Drift:
-    def __init__(self, fault: str, at: int) -> None:
-        self.fault, self.at, self.steps = fault, at, 0
+    def __init__(self, fault: str, at: int, slow: float = 0.0, obs_shape: list | None = None):
+        self.fault, self.at, self.steps, self.slow = fault, at, 0, slow
+        self.obs_shape = obs_shape or [2]
 
     def hello(self, num_envs: int, seed: int) -> bytes:
         self.n, self.seed = num_envs, seed
         self.x = np.zeros(num_envs, np.float32)
         self.t = np.zeros(num_envs, np.int64)
         return P.spec_json(
-            {"dtype": "float32", "shape": [2]},
+            {"dtype": "float32", "shape": self.obs_shape},
             {"type": "box", "dtype": "float32", "shape": [1], "low": -1.0, "high": 1.0},
             max_episode_steps=LIMIT,
             name="drift",
@@ -73,6 +77,8 @@ class Drift:
             raise RuntimeError("the solver diverged (injected)")
         if self.fault == "close":
             raise SystemExit(0)
+        if self.fault == "slow":
+            time.sleep(self.slow)
 
 
 def main() -> int:
@@ -82,13 +88,30 @@ def main() -> int:
     ap.add_argument("--at", type=int, default=0)
     ap.add_argument("--children", type=int, default=0)
     ap.add_argument("--bind", action="store_true")
+    ap.add_argument("--slow", type=float, default=0.0)
+    ap.add_argument("--say", default="")
+    ap.add_argument("--spam", type=int, default=0)
+    ap.add_argument("--mark", default="")
+    ap.add_argument("--obs-shape", default="2")
     args = ap.parse_args()
+    if args.mark:
+        with open(args.mark, "a") as f:
+            f.write(f"{os.getpid()}\n")
+    if args.say:
+        print(f"{args.say} (stdout)", flush=True)
+        print(f"{args.say} (stderr)", file=sys.stderr, flush=True)
+    for i in range(args.spam):
+        print(f"drift_sim spam line {i:08d} " + "x" * 40)
+    sys.stdout.flush()
     for _ in range(args.children):
         if os.fork() == 0:  # a pretend rank: idles until killed
             while True:
                 time.sleep(1)
     try:
-        why = client.serve(Drift(args.fault, args.at), args.address, bind=args.bind)
+        shape = [int(v) for v in args.obs_shape.split(",")]
+        why = client.serve(
+            Drift(args.fault, args.at, args.slow, shape), args.address, bind=args.bind
+        )
     except SystemExit:
         time.sleep(3600)  # 'close': socket closed by serve's finally; linger, answering nothing
         return 0

@@ -14,14 +14,17 @@ from mtrl.plugins.external.link import (
     SimulationReportedError,
     SimulationTimeout,
 )
+from mtrl.plugins.external.spaces_check import SimulationCommandError, SpaceMismatchError
 
 __all__ = [
     "ExternalBatchEnv",
     "ExternalSim",
+    "SimulationCommandError",
     "SimulationCrashed",
     "SimulationDisconnected",
     "SimulationError",
     "SimulationReportedError",
     "SimulationTimeout",
+    "SpaceMismatchError",
     "spaces_from_spec",
 ]

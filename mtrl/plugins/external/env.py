@@ -18,15 +18,25 @@ STEP request carries a reset mask) and the time limit (truncation after ``max_ep
 Faults surface as exceptions the actor layer counts (docs/FAULTS.md): a crashed, killed or
 disconnected simulation raises :class:`SimulationCrashed`/:class:`SimulationDisconnected`, an
 ERROR reply :class:`SimulationReportedError`, a step slower than ``step_timeout_s``
-:class:`SimulationTimeout`; NaN in observations or rewards is passed through for the actors'
-finiteness check. ``close()`` (also run by the actor when it fails) ends every process of the
-simulation; the launcher ends them too if this process dies.
+:class:`SimulationTimeout` (a ``hang``); NaN in observations or rewards is passed through for
+the actors' finiteness check. A step slower than half its timeout prints a warning (at most
+one a minute per env), so a code that slows down is seen before it is counted as hung.
+
+Checked before anything is launched or allocated: the command's program exists and is
+executable (:meth:`ExternalSim.command_problem`, also asked by ``mtrl validate`` and ``mtrl
+train``); the handshake's spaces are of a sane size and, when the plugin declared spaces at
+registration, the same as those (:class:`SpaceMismatchError`).
+
+``close()`` (also run by the actor when it fails) ends every process of the simulation; the
+launcher ends them too if this process dies. Each process's output is logged
+(:mod:`.sim_logs`: kept in the run directory during ``mtrl train``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import shlex
 import shutil
@@ -46,7 +56,15 @@ import numpy as np
 from mtrl.coupling import curve
 from mtrl.coupling import protocol as P
 from mtrl.plugins.batch_env import BatchEnv, StepBatch
+from mtrl.plugins.external import sim_logs
 from mtrl.plugins.external.link import SECURITY_KWARGS, Link, SimulationError, check_transport
+from mtrl.plugins.external.spaces_check import (
+    SimulationCommandError,
+    SpaceMismatchError,
+    check_declared,
+    check_size,
+    command_problem,
+)
 
 LAUNCHER = Path(P.__file__).resolve().parent / "launcher.py"
 
@@ -99,6 +117,9 @@ class ExternalSim:
     server_key: str | None = None
     insecure: bool = False
     max_message_bytes: int = curve.DEFAULT_MAX_MESSAGE_BYTES
+    log_max_bytes: int = sim_logs.DEFAULT_MAX_BYTES
+    env_id: str = ""
+    declared: tuple[gym.Space | None, gym.Space | None] = (None, None)
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.address is None):
@@ -107,6 +128,48 @@ class ExternalSim:
             raise ValueError(f"copies_per_process must be >= 1, got {self.copies_per_process}")
         if self.transport not in ("ipc", "tcp"):
             raise ValueError(f"transport must be 'ipc' or 'tcp', got {self.transport!r}")
+        if self.log_max_bytes < 4096:
+            raise ValueError(f"log_max_bytes must be >= 4096, got {self.log_max_bytes}")
+
+    def for_env(
+        self, env_id: str, observation_space: gym.Space | None, action_space: gym.Space | None
+    ) -> ExternalSim:
+        """This simulation as registered under ``env_id`` with these declared spaces (called
+        by :class:`~mtrl.plugins.EnvSpec`)."""
+        return dataclasses.replace(self, env_id=env_id, declared=(observation_space, action_space))
+
+    @property
+    def keeps_declared_spaces(self) -> bool:
+        """Whether every env built has the declared spaces (a handshake that disagrees is
+        refused), so that nothing needs to be launched to learn them."""
+        return self.declared[0] is not None and self.declared[1] is not None
+
+    def command_problem(self, env_kwargs: Mapping[str, Any]) -> str | None:
+        """Why the command cannot start with ``env_kwargs`` (its program not found or not
+        executable), or None; runs ``prepare`` when the program's name needs its output."""
+        if self.command is None:
+            return None
+        values = {**self.defaults, **env_kwargs}
+        values.pop("step_timeout_s", None)
+        try:
+            argv = self.argv(self._builtins(values, "ipc:///check", 1, 0))
+        except TypeError:  # a field only prepare fills in
+            if self.prepare is None:
+                raise
+            argv = self.argv(self._builtins(self.prepare(dict(values)), "ipc:///check", 1, 0))
+        return command_problem(argv, self.cwd, {**os.environ, **self.env})
+
+    @staticmethod
+    def _builtins(values: Mapping[str, Any], address: str, n: int, seed: int) -> dict[str, Any]:
+        """``values`` with the template's built-in fields for one process."""
+        return {
+            **values,
+            "address": address,
+            "num_envs": n,
+            "seed": seed,
+            "python": sys.executable,
+            "mpiexec": _mpiexec(),
+        }
 
     def __call__(self, num_envs: int, seed: int = 0, **env_kwargs: Any) -> ExternalBatchEnv:
         unknown = sorted(
@@ -119,7 +182,7 @@ class ExternalSim:
         security = {k: env_kwargs.pop(k) for k in SECURITY_KWARGS if k in env_kwargs}
         if security:
             return dataclasses.replace(self, **security)(num_envs, seed, **env_kwargs)
-        check_transport("external env", self.address, self.server_key, self.insecure)
+        check_transport(self.env_id or "external env", self.address, self.server_key, self.insecure)
         timeout = float(env_kwargs.pop("step_timeout_s", self.step_timeout_s))
         values = {**self.defaults, **env_kwargs}
         if self.prepare is not None:
@@ -188,10 +251,10 @@ class ExternalBatchEnv(BatchEnv):
         self._dir = Path(tempfile.mkdtemp(prefix="mtrl-sim-"))
         per = num_envs if sim.address or sim.copies_per_process is None else sim.copies_per_process
         self._sizes = [min(per, num_envs - i) for i in range(0, num_envs, per)]
-        name = str(values.get("name", "external"))
+        self.name = sim.env_id or str(values.get("name", "external"))
         try:
             for k, n in enumerate(self._sizes):
-                self._links.append(self._open(k, n, seed + k * per, values, name))
+                self._links.append(self._open(k, n, seed + k * per, values))
             self._handshake(seed, per)
         except BaseException:
             self.close()
@@ -199,11 +262,12 @@ class ExternalBatchEnv(BatchEnv):
         self._needs_reset = np.zeros(num_envs, bool)
         self._elapsed = np.zeros(num_envs, np.int64)
         self._started = False
+        self._slow = SlowSteps(self.name, self.step_timeout_s)
 
     # -- start-up ---------------------------------------------------------------------------
-    def _open(self, k: int, n: int, seed: int, values: Mapping[str, Any], name: str) -> Link:
+    def _open(self, k: int, n: int, seed: int, values: Mapping[str, Any]) -> Link:
         sim = self._sim
-        label = f"external env {name!r} (process {k})"
+        label = (self.name if sim.env_id else f"external env {self.name!r}") + f" (process {k})"
         bound = {"heartbeat_s": sim.heartbeat_s, "max_message_bytes": sim.max_message_bytes}
         if sim.address is not None:
             return Link(
@@ -216,18 +280,17 @@ class ExternalBatchEnv(BatchEnv):
         link = Link(self._ctx, address, bind=True, label=label, server_key=public, **bound)
         if sim.transport == "tcp":
             link.address = address = link.sock.getsockopt_string(__import__("zmq").LAST_ENDPOINT)
-        filled = {
-            **values,
-            "address": address,
-            "num_envs": n,
-            "seed": seed,
-            "python": sys.executable,
-            "mpiexec": _mpiexec(),
-        }
-        argv = sim.argv(filled)
-        log = self._dir / f"{k}.log"
-        launcher = [sys.executable, "-I", str(LAUNCHER), str(os.getpid()), "2.0", "--", *argv]
-        with open(log, "wb") as out:
+        argv = sim.argv(sim._builtins(values, address, n, seed))
+        problem = command_problem(argv, sim.cwd, {**os.environ, **sim.env})
+        if problem is not None:
+            raise SimulationCommandError(f"{label}: {problem}")
+        log = sim_logs.new_log(sim.env_id or self.name, self._dir, k)
+        cap = ["--log-max-bytes", str(sim.log_max_bytes)]
+        launcher = [sys.executable, "-I", str(LAUNCHER), str(os.getpid()), "2.0", *cap, "--"]
+        launcher += argv
+        with open(log, "ab") as out:
+            out.write(f"[mtrl: {shlex.join(argv)}]\n".encode())
+            out.flush()
             link.process = subprocess.Popen(
                 launcher,
                 stdin=subprocess.DEVNULL,
@@ -262,13 +325,23 @@ class ExternalBatchEnv(BatchEnv):
         for other in specs[1:]:
             if other.raw != spec.raw:
                 raise P.ProtocolError("the simulation processes declared different specs")
+        check_size(self.name, spec)
+        found = spaces_from_spec(spec)
+        check_declared(self.name, found, self._sim.declared)
         self.spec = spec
         self.max_episode_steps = spec.max_episode_steps
-        self.single_observation_space, self.single_action_space = spaces_from_spec(spec)
+        self.single_observation_space, self.single_action_space = found
         self._obs_dtype = spec.observation.dtype
         self._obs_shape = spec.observation.shape
         self._act_dtype = spec.action.dtype
-        self._obs = np.zeros((self.num_envs, *self._obs_shape), self._obs_dtype)
+        try:
+            self._obs = np.zeros((self.num_envs, *self._obs_shape), self._obs_dtype)
+        except MemoryError:
+            raise SpaceMismatchError(
+                f"{self.name}: no memory for {self.num_envs} observations of shape "
+                f"{list(self._obs_shape)} {self._obs_dtype.name}: fewer num_envs, or a smaller "
+                "observation"
+            ) from None
 
     # -- the batch-env API -------------------------------------------------------------------
     def _gather(self, op: int, per_link: list[list], what: str) -> list[list]:
@@ -317,7 +390,9 @@ class ExternalBatchEnv(BatchEnv):
         for n in self._sizes:
             per_link.append([a[start : start + n].tobytes(), mask[start : start + n].tobytes()])
             start += n
+        began = time.monotonic()
         replies = self._gather(P.STEP, per_link, "STEP")
+        self._slow.observe(time.monotonic() - began)
         reward = np.empty(self.num_envs, np.float32)
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
@@ -358,4 +433,38 @@ class ExternalBatchEnv(BatchEnv):
         return [link.process.pid for link in self._links if link.process is not None]
 
 
-__all__ = ["ExternalBatchEnv", "ExternalSim", "SimulationError", "spaces_from_spec"]
+class SlowSteps:
+    """Warns (on stderr, at most once a minute) when steps take over half the step timeout:
+    a slow code is then seen long before a step is counted as a hang."""
+
+    def __init__(self, name: str, timeout_s: float, every_s: float = 60.0) -> None:
+        self.name, self.timeout_s, self.every_s = name, timeout_s, every_s
+        self.count, self.worst, self.said = 0, 0.0, -math.inf
+
+    def observe(self, seconds: float) -> None:
+        if seconds <= self.timeout_s / 2:
+            return
+        self.count += 1
+        self.worst = max(self.worst, seconds)
+        now = time.monotonic()
+        if now - self.said < self.every_s:
+            return
+        print(
+            f"warning: {self.name}: {self.count} step(s) took over half the step timeout "
+            f"(slowest {self.worst:.1f}s of step_timeout_s={self.timeout_s:g}); a step past "
+            "it counts as a hang: raise the env's step_timeout_s (env_kwargs) if the code is "
+            "this slow",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.said, self.count, self.worst = now, 0, 0.0
+
+
+__all__ = [
+    "ExternalBatchEnv",
+    "ExternalSim",
+    "SimulationCommandError",
+    "SimulationError",
+    "SpaceMismatchError",
+    "spaces_from_spec",
+]

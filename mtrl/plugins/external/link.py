@@ -29,6 +29,7 @@ from mtrl.coupling import curve, peers
 from mtrl.coupling import protocol as P
 from mtrl.coupling.peers import PeerWatch
 from mtrl.coupling.protocol import ProtocolError, SimulationError
+from mtrl.plugins.external.sim_logs import log_tail
 
 
 class SimulationCrashed(SimulationError):
@@ -72,15 +73,11 @@ def check_transport(name: str, address: str | None, server_key: str | None, inse
 _SLICE_MS = 50
 
 
-def log_tail(path: Path | None, limit: int = 2000) -> str:
-    """The last ``limit`` characters of a simulation's log, or ''."""
-    if path is None or not path.exists():
-        return ""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(f.tell() - limit, 0))
-        text = f.read().decode(errors="replace").strip()
-    return f"\n--- last lines of {path} ---\n{text}" if text else ""
+#: What a shell's exit statuses mean (the launcher uses them too when it cannot start a code).
+_SHELL_STATUS = {
+    127: "exited with status 127: command not found (a program in the command is missing)",
+    126: "exited with status 126: command not executable (a program in the command lacks +x)",
+}
 
 
 class Link:
@@ -146,14 +143,13 @@ class Link:
         if code is None:
             return
         self.broken = True
-        if code > 128 and code - 128 < 65:
-            how = f"was killed by {signal.Signals(code - 128).name}"
+        if code in _SHELL_STATUS:
+            how = _SHELL_STATUS[code]
+        elif code > 128 and code - 128 < 65:
+            how = f"was killed by {signal.Signals(code - 128).name} (a rank crashed or was killed)"
         else:
-            how = f"exited with status {code}"
-        raise SimulationCrashed(
-            f"{self.label}: the simulation {how} (a rank crashed, was killed, or the code "
-            f"aborted){log_tail(self.log)}"
-        )
+            how = f"exited with status {code} (a rank crashed, was killed, or the code aborted)"
+        raise SimulationCrashed(f"{self.label}: the simulation {how}{log_tail(self.log)}")
 
     def _check_monitor(self) -> None:
         """Raise :class:`SimulationDisconnected` when the simulation's connection is gone
@@ -282,14 +278,16 @@ class Link:
                 f"{count} copies were asked for, with the spec in 1 frame"
             )
         spec = P.parse_spec(bytes(body[0].buffer))
-        largest = count * spec.observation.nbytes
-        if largest > self.max_message_bytes:
-            self.broken = True
-            raise SimulationError(
-                f"{self.label}: the spec's observations for {count} copies take {largest} "
-                f"bytes in one frame, over max_message_bytes={self.max_message_bytes}: raise "
-                "max_message_bytes (ExternalSim or env_kwargs) or serve fewer copies per process"
-            )
+        for what, part in (("observations", spec.observation), ("actions", spec.action)):
+            largest = count * part.nbytes
+            if largest > self.max_message_bytes:
+                self.broken = True
+                raise SimulationError(
+                    f"{self.label}: the spec's {what} for {count} copies take {largest} bytes "
+                    f"in one frame, over max_message_bytes={self.max_message_bytes}: raise "
+                    "max_message_bytes (ExternalSim or env_kwargs) or serve fewer copies per "
+                    "process"
+                )
         self.spec, self.count, self.limit = spec, count, P.reply_bytes(spec, count)
 
     def close(self, grace_s: float = 2.0) -> None:

@@ -1,0 +1,48 @@
+"""The final greedy evaluation of ``mtrl train``: which tasks it plays and which it leaves out."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from mtrl.actors.faults import TaskFaults
+from mtrl.config import ExperimentConfig
+from mtrl.final_eval import final_eval
+from mtrl.learner.distributed import DistContext
+from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.plugins import get_plugins
+
+
+def test_a_recovered_task_keeps_its_eval_one_without_steps_and_a_quarantined_one_do_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    names = ["recovered", "idle", "quarantined", "clean"]
+    cfg = ExperimentConfig.model_validate(
+        {
+            "tasks": [{"env": "gymnasium/CartPole-v1", "name": n} for n in names],
+            "tracking": {"final_eval_episodes": 1},
+        }
+    )
+    specs = [get_plugins().env_spec(t.env) for t in cfg.tasks]
+    spaces = [TaskSpaces(s.observation_space, s.action_space) for s in specs]
+    model = MultiTaskModel(spaces, cfg.learner.model)
+    faults = [TaskFaults() for _ in names]
+    now = time.monotonic()
+    faults[0].record_fault("raise", "the env raised once", now)
+    faults[0].record_unroll(now + 1)  # its actor was restarted and delivered again
+    faults[2].record_fault("hang", "hung again", now)
+    faults[2].quarantined = True
+    record: dict[str, float] = {}
+    out = final_eval(
+        cfg, model, specs, [t.key for t in cfg.tasks], faults, record, DistContext.from_env({}),
+        env_steps=[640, 0, 320, 640],
+    )  # fmt: skip
+    assert sorted(out.returns) == [0, 3]
+    assert math.isfinite(record["eval/recovered/greedy_return"])
+    assert "eval/idle/greedy_return" not in record
+    printed = capsys.readouterr().out
+    assert "greedy eval skipped for idle: no steps" in printed
+    assert "greedy eval skipped for quarantined: quarantined" in printed
+    assert "recovered" not in printed
