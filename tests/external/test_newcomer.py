@@ -186,3 +186,11 @@ def test_the_coupling_docs_gcc_line_builds_a_code(tmp_path: Path) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "my_sim").exists()
+
+
+def test_the_readme_points_to_the_coupling_guide_and_lists_the_heat_example() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "[docs/COUPLING.md](docs/COUPLING.md)" in readme
+    assert "`configs/heat.yaml`" in readme
+    plugins = readme[readme.index("## Plugins") : readme.index("## Layout")]
+    assert "| `heat` |" in plugins and "plugins_contrib/mtrl-heat" in plugins
