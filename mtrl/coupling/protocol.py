@@ -164,12 +164,17 @@ def _array_spec(d: dict[str, Any], where: str) -> ArraySpec:
     if len(shape) > MAX_NDIM or math.prod(shape) > MAX_ELEMENTS:
         raise ProtocolError(f"{where}.shape {_show(shape)} is absurdly large")
     shape_t = tuple(shape)
-    return ArraySpec(
-        np.dtype(dtype).newbyteorder("<"),
-        shape_t,
-        _bound(d.get("low"), -np.inf, shape_t, f"{where}.low"),
-        _bound(d.get("high"), np.inf, shape_t, f"{where}.high"),
-    )
+    low = _bound(d.get("low"), -np.inf, shape_t, f"{where}.low")
+    high = _bound(d.get("high"), np.inf, shape_t, f"{where}.high")
+    if np.any(np.asarray(low) > np.asarray(high)):
+        raise ProtocolError(f"{where}.low must not exceed {where}.high")
+    if np.dtype(dtype).kind in "iu":  # within what the dtype holds, as floats that convert back
+        info = np.iinfo(dtype)
+        top = float(info.max)
+        if int(top) > info.max:  # int64: float64 rounds its max up, past it
+            top = float(np.nextafter(top, 0.0))
+        low, high = np.clip(low, info.min, top), np.clip(high, info.min, top)
+    return ArraySpec(np.dtype(dtype).newbyteorder("<"), shape_t, low, high)
 
 
 def parse_spec(text: bytes | str) -> SimSpec:
