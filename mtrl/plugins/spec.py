@@ -33,6 +33,11 @@ class EnvSpec:
     stream — schedulers treat step time and returns as noisy), ``step_cost_s`` (expected seconds
     per single-env step, if known), ``random_score``/``reference_score`` (for normalised scores:
     ``(score - random) / (reference - random)``), ``max_episode_steps``.
+
+    A ``make`` with a ``for_env(id, observation_space, action_space)`` method (an external
+    simulation, :class:`~mtrl.plugins.external.ExternalSim`) is replaced by what that returns:
+    a factory that names its env id in errors and refuses an env whose spaces differ from the
+    declared ones.
     """
 
     id: str
