@@ -228,6 +228,9 @@ def token_cluster_is_joined(tmp: str) -> dict[str, Any]:
             cfg,
             env=dict(base, RAY_ADDRESS=address, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="0" * 64),
         )
+        big = tiny_config(tmp, "big", extra="")
+        Path(big).write_text(Path(big).read_text().replace("num_envs: 4}", BIG_PLACEMENT))
+        validate = _cli("validate", "--check-envs", big, env=dict(auth, RAY_ADDRESS=address))
     finally:
         os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops its processes
         try:
@@ -236,7 +239,12 @@ def token_cluster_is_joined(tmp: str) -> dict[str, Any]:
             os.killpg(head.pid, signal.SIGKILL)
     (run_dir,) = (Path(tmp) / "runs").iterdir()
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
-    return {"joined": joined, "updates": last["charts/updates"], "no_mode": no_mode, "wrong": wrong}
+    out = {"joined": joined, "no_mode": no_mode, "wrong": wrong, "validate": validate}
+    return {"updates": last["charts/updates"], **out}
+
+
+#: A placement no node of the 2-CPU test clusters can host.
+BIG_PLACEMENT = "num_envs: 4, placement: {num_cpus: 4}}"
 
 
 if __name__ == "__main__":

@@ -47,6 +47,10 @@ def test_a_token_cluster_is_joined_with_its_token_and_refused_without(tmp_path: 
         assert len(err) == 1, (case, c["err"])  # one line, no retry warnings, no traceback
         assert "requires token authentication" in err[0] and why in err[0], (case, err)
         assert "RAY_AUTH_TOKEN" in err[0] and "RAY_ADDRESS" in err[0], (case, err)
+    v = r["validate"]  # --check-envs joins the cluster (with the token) and reads its nodes
+    assert v["rc"] == 2, v
+    assert "tasks[0].placement" in v["err"] and "num_cpus=4 (largest node: 2)" in v["err"], v
+    assert "the Ray cluster at 127.0.0.1:" in v["err"], v
 
 
 def test_a_placement_no_node_can_host_is_refused_before_training(tmp_path: Path) -> None:
