@@ -283,6 +283,17 @@ def plans(draw: st.DrawFn) -> Plan:
     )
 
 
+def _fuzz(cases: int) -> settings:
+    """Hypothesis settings for CI: the same cases every run, no deadline per case."""
+    return settings(
+        max_examples=cases,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def _play(plan: Plan, address: str) -> SimulationError:
     """Run one case; the exception it ended with."""
     ready, done = threading.Event(), threading.Event()
@@ -312,13 +323,7 @@ def test_every_hostile_peer_ends_in_a_simulation_error_in_bounded_time_and_memor
     folder = Path(tempfile.mkdtemp(prefix="mtrl-fuzz-"))
     numbers = itertools.count()
 
-    @settings(
-        max_examples=CASES,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @_fuzz(CASES)
     @given(plans())
     def case(plan: Plan) -> None:
         t0 = time.monotonic()
@@ -365,13 +370,7 @@ def test_a_1_gib_frame_is_refused_before_it_is_read() -> None:
     assert _rss("VmHWM") - base < 128 << 20
 
 
-@settings(
-    max_examples=2000,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@_fuzz(2000)
 @given(_specs())
 def test_every_spec_gives_spaces_or_a_protocol_error(doc: bytes) -> None:
     """The spec alone, in process (many more cases than the peer test plays): a HELLO reply
