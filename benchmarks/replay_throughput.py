@@ -18,6 +18,10 @@ by the priority update a learner makes, in transitions per second.
 segment trees), in the conventional transition layout (``observation`` and
 ``("next", "observation")`` both stored), run by that interpreter in a subprocess so torchrl
 never enters mtrl's environment. Both sides run on one thread (``torch.set_num_threads(1)``).
+TorchRL's wheel carries its segment trees as a C++ extension built against one torch
+release; if ``import torchrl._torchrl`` fails with an undefined symbol, rebuild that extension
+from TorchRL's ``torchrl/csrc`` (``pybind.cpp``, ``utils.cpp``) with
+``torch.utils.cpp_extension.load`` in that environment and put it in place of the wheel's.
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ OBS_KINDS = {"vector4": ((4,), "float32"), "atari84x84x4": ((84, 84, 4), "uint8"
 
 
 def rate(step: Callable[[], int], seconds: float, warmup: int = 3) -> float:
-    """Items per second of ``step`` (which returns the items it handled), over ``seconds``."""
+    """Items per second of ``step`` (which returns the items it handled), over ``seconds``
+    after ``warmup`` untimed calls (inserts fill the ring once first: the first write to a
+    fresh page costs a page fault on either side, which is allocation, not insertion)."""
     for _ in range(warmup):
         step()
     done, t0 = 0, time.perf_counter()
@@ -96,7 +102,8 @@ def mtrl_figures(seconds: float, capacity: int, pixel_capacity: int) -> dict[str
             replay.add_unroll(unrolls[next(k) % len(unrolls)])
             return T * B
 
-        out[f"insert_{kind}_transitions_per_s"] = rate(insert, seconds)
+        fill = -(-replay.storage.capacity // (T * B))  # every page touched before timing
+        out[f"insert_{kind}_transitions_per_s"] = rate(insert, seconds, warmup=fill)
         out[f"insert_{kind}_capacity"] = replay.storage.capacity
     replay, unrolls = _mtrl_replay(*OBS_KINDS["vector4"], capacity)
     for i in range(-(-replay.storage.capacity // (T * B))):
@@ -170,7 +177,7 @@ def torchrl_figures(seconds: float, capacity: int, pixel_capacity: int) -> dict[
             rb.extend(blocks[next(k) % len(blocks)])
             return T * B
 
-        out[f"insert_{kind}_transitions_per_s"] = rate(insert, seconds)
+        out[f"insert_{kind}_transitions_per_s"] = rate(insert, seconds, warmup=-(-cap // (T * B)))
     rb, blocks = _torchrl_buffer(*OBS_KINDS["vector4"], capacity)
     for i in range(-(-capacity // (T * B))):
         rb.extend(blocks[i % len(blocks)])
