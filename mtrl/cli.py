@@ -97,6 +97,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 tracker_names=plugins.trackers.names(),
                 env_note=plugins.unknown_env_note,
             )
+            _check_commands(cfg, plugins, path)
             if args.check_envs:
                 _check_envs(cfg, plugins, path)
             specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
@@ -113,6 +114,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for note in weight_notes(cfg) + placement_notes(cfg):
             print(f"{path}: warning: {note}")
     return EXIT_USER_ERROR if failed else 0
+
+
+def _check_commands(cfg: Any, plugins: Any, path: str) -> None:
+    """Refuse tasks whose env runs a program that is missing or not executable (an external
+    simulation's command), naming the task's line in the config."""
+    from mtrl.config.lines import config_location
+    from mtrl.task_envs import command_problems
+
+    specs = [plugins.env_spec(t.env) for t in cfg.tasks]
+    problems = [
+        f"{config_location(path, ('tasks', i, 'env'))}: tasks[{i}].env: {text}"
+        for i, text in command_problems(cfg, specs)
+    ]
+    if problems:
+        raise UserError("\n".join(problems), problems=problems)
 
 
 def _check_envs(cfg: Any, plugins: Any, path: str) -> None:

@@ -9,6 +9,8 @@ written; :meth:`Trainer.resume` continues a run from its newest good checkpoint.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -33,6 +35,7 @@ from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.parallel import make_learner
 from mtrl.liveness import StallWatch, no_more_unrolls, short_batch_message, stall_report
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
+from mtrl.plugins.external import sim_logs
 from mtrl.preflight import check_memory
 from mtrl.progress import (
     RECENT_EPISODES,
@@ -96,6 +99,13 @@ class Trainer:
         serial = cfg.actors.mode == "serial"
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
         self.anakin: list[AnakinRunner] = []
+        self.run_dir: Path | None = run_dir if self.ctx.is_main else None  # rank 0 writes
+        if run_dir is None and write_run_dir:
+            self.run_dir = create_run_dir(
+                cfg.tracking.run_dir, cfg.name, cfg.seed, cfg.model_dump(mode="json")
+            )
+        # before any env is built: the simulations launched from here on log into the run dir
+        sim_logs.use_dir(self.run_dir / "sim-logs" if self.run_dir is not None else None)
         try:
             setups, built = build_tasks(cfg, self.specs, seed_offset, device)
             envs.extend(built)
@@ -137,17 +147,16 @@ class Trainer:
                 if env is not None:
                     env.close()
             self.close()
+            if run_dir is None and self.run_dir is not None:  # nothing half-made is left
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+                with contextlib.suppress(OSError):  # the runs folder too, if now empty
+                    self.run_dir.parent.rmdir()
             raise
         self.progress = [TaskProgress() for _ in cfg.tasks]
         self.total_env_steps = 0  # over all replicas (this process's own when alone)
         self._stop = False
         self.updates = 0
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
-        self.run_dir: Path | None = run_dir if self.ctx.is_main else None  # rank 0 writes
-        if run_dir is None and write_run_dir:
-            self.run_dir = create_run_dir(
-                cfg.tracking.run_dir, cfg.name, cfg.seed, cfg.model_dump(mode="json")
-            )
         self.tracker = make_sinks(
             cfg,
             self.run_dir,
@@ -217,7 +226,14 @@ class Trainer:
         if ck.enabled and (self.run_dir is not None or self.ctx.distributed):
             self.save_checkpoint(seconds)  # every replica: a sharded learner's state is gathered
         final = final_eval(  # rank 0, after the save: eval/<task>/greedy_return
-            self.cfg, self.model, self.specs, self.names, self.pool.faults, metrics, self.ctx
+            self.cfg,
+            self.model,
+            self.specs,
+            self.names,
+            self.pool.faults,
+            metrics,
+            self.ctx,
+            env_steps=[p.env_steps for p in self.progress],
         )
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
         steps, results = self.run_env_steps, final.apply(self.results())
