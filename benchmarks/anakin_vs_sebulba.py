@@ -4,7 +4,7 @@ Measured, with the same model (MLP encoder 4→W→W, torso [W]), unroll length 
 (``--anakin-envs × --unroll`` samples per update):
 
 * **training** env steps/s: (i) Anakin — ``tensor/CartPole-v1`` on ``--device``, rollout (one
-  ``torch.compile`` graph per unroll unless ``--no-compile``) then ``Learner.update``, no host
+  ``torch.compile`` graph per unroll unless ``--no-compile``) then ``ImpalaLearner.update``, no host
   copies; (ii) serial Sebulba — the trainer's ``SerialPool`` stepping ``gymnasium/CartPole-v1``
   (gymnasium's numpy-batched ``CartPoleVectorEnv``) on the host, batched inference, unrolls
   copied to the device, one update per ``--anakin-envs`` columns gathered. Sebulba runs at
@@ -43,7 +43,7 @@ from mtrl.actors.serial_pool import SerialPool
 from mtrl.anakin import AnakinRunner, anakin_train_step
 from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import task_batch
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import make_env
 from mtrl.plugins.builtin.tensor_envs import env_class
@@ -67,7 +67,7 @@ def _rate(fn: Bench, seconds: float, device: torch.device) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def _learner(args: argparse.Namespace, env: Any, device: torch.device) -> Learner:
+def _learner(args: argparse.Namespace, env: Any, device: torch.device) -> ImpalaLearner:
     torch.manual_seed(0)
     cfg = LearnerConfig(
         unroll_length=args.unroll,
@@ -75,7 +75,7 @@ def _learner(args: argparse.Namespace, env: Any, device: torch.device) -> Learne
         device=str(device),
     )
     spaces = TaskSpaces(env.single_observation_space, env.single_action_space)
-    return Learner(MultiTaskModel([spaces], cfg.model).to(device), cfg, ["cartpole"])
+    return ImpalaLearner(MultiTaskModel([spaces], cfg.model).to(device), cfg, ["cartpole"])
 
 
 def anakin_benches(args: argparse.Namespace, device: torch.device) -> tuple[dict, float]:
@@ -235,7 +235,7 @@ def main() -> None:
                 "learner_batch_samples": args.anakin_envs * args.unroll,
                 "sebulba_env": "gymnasium/CartPole-v1 (numpy-batched CartPoleVectorEnv) in "
                 "SerialPool; inference on --device; unrolls copied with task_batch",
-                "anakin_env": "tensor/CartPole-v1 on --device; AnakinRunner + Learner.update",
+                "anakin_env": "tensor/CartPole-v1 on --device; AnakinRunner + ImpalaLearner.update",
             },
             "anakin_compile_s": compile_s,
             "median_steps_per_s": med,

@@ -31,7 +31,7 @@ from _common import machine, write_result
 from mtrl.config import LearnerConfig
 from mtrl.learner.distributed import DistContext, all_reduce_gradients
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.parallel import make_learner
+from mtrl.learner.parallel import make_impala_learner
 from mtrl.learner.synthetic import random_task_batch
 
 SPACES = [
@@ -62,7 +62,7 @@ def worker(updates: int, out: Path) -> None:
     ctx.init(torch.device("cpu"))
     cfg = LearnerConfig()
     torch.manual_seed(0)
-    learner = make_learner(MultiTaskModel(SPACES, cfg.model), cfg, NAMES, ctx)
+    learner = make_impala_learner(MultiTaskModel(SPACES, cfg.model), cfg, NAMES, ctx)
     batches = [
         random_task_batch(k, SPACES[k], UNROLL, n, seed=1000 * ctx.rank + k)
         for k, n in enumerate(ENVS_PER_TASK)

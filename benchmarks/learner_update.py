@@ -27,7 +27,7 @@ from _common import machine, write_result
 
 from mtrl.config import load_config
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 
@@ -66,7 +66,7 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
         spaces.append(TaskSpaces(spec.observation_space, spec.action_space))
     torch.set_num_threads(cfg.learner.torch_threads)
     torch.manual_seed(cfg.seed)
-    learner = Learner(
+    learner = ImpalaLearner(
         MultiTaskModel(spaces, cfg.learner.model),
         cfg.learner,
         [t.key for t in cfg.tasks],

@@ -40,7 +40,7 @@ from mtrl.actors.serial_pool import SerialPool
 from mtrl.config import parse_config
 from mtrl.learner.batch import task_batch
 from mtrl.learner.distributions import env_actions
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 from mtrl.plugins.spaces import random_actions
@@ -109,7 +109,7 @@ def stage_env(w: dict[str, Any], seconds: float) -> float:
     return units / dt
 
 
-def _model_and_unrolls(cfg: Any) -> tuple[MultiTaskModel, Learner, list]:
+def _model_and_unrolls(cfg: Any) -> tuple[MultiTaskModel, ImpalaLearner, list]:
     spec = get_plugins().envs.get(cfg.tasks[0].env)
     task = cfg.tasks[0]
     setup = TaskSetup(
@@ -125,7 +125,7 @@ def _model_and_unrolls(cfg: Any) -> tuple[MultiTaskModel, Learner, list]:
     model = MultiTaskModel(
         [TaskSpaces(spec.observation_space, spec.action_space)], cfg.learner.model
     )
-    learner = Learner(model, cfg.learner, [task.key])
+    learner = ImpalaLearner(model, cfg.learner, [task.key])
     envs = [spec.build(task.num_envs, s) for s in range(cfg.scheduler.num_actors)]
     pools = [SerialPool([setup], [e], UNROLL, InferenceModel(model, shared=True)) for e in envs]
     unrolls = [ru for p in pools for ru in p.get()]
@@ -178,7 +178,7 @@ def interference(w: dict[str, Any], model: MultiTaskModel, steps: int = 3000) ->
     return out
 
 
-def stage_learner(learner: Learner, unrolls: list, seconds: float) -> float:
+def stage_learner(learner: ImpalaLearner, unrolls: list, seconds: float) -> float:
     """(b) env steps/s that learner updates alone consume (the same batch replayed)."""
     batches = [task_batch(u.buffer, learner.device) for u in unrolls]
     per_update = sum(b.num_samples for b in batches)

@@ -24,7 +24,8 @@ EXIT_USER_ERROR = 2
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    """List plugins: name, status, version, package, hooks, envs and trackers offered, errors."""
+    """List plugins: name, status, version, package, hooks, envs, learning rules, scheduling
+    policies and trackers offered, errors."""
     from mtrl.plugins import get_plugins
 
     infos = get_plugins().infos.values()
@@ -95,6 +96,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 env_ids=ids,
                 scheduler_policies=plugins.schedulers.names(),
                 tracker_names=plugins.trackers.names(),
+                algorithms=plugins.algorithms.parallel_support(),
                 env_note=plugins.unknown_env_note,
             )
             _check_commands(cfg, plugins, path)
@@ -191,6 +193,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             env_ids=plugins.envs.ids(),
             scheduler_policies=plugins.schedulers.names(),
             tracker_names=plugins.trackers.names(),
+            algorithms=plugins.algorithms.parallel_support(),
             env_note=plugins.unknown_env_note,
         )
         overrides: dict[str, Any] = {}

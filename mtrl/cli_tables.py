@@ -33,7 +33,8 @@ def console() -> Console:
 def print_plugins(infos: Iterable[PluginInfo]) -> None:
     """``mtrl plugins``: one row per plugin, its status coloured, its load errors as notes."""
     table = Table(title="mtrl plugins")
-    for col in ("name", "status", "version", "package", "hooks", "envs", "trackers", "notes"):
+    cols = ("name", "status", "version", "package", "hooks", "envs", "offers", "notes")
+    for col in cols:
         table.add_column(col, overflow="fold")
     for i in infos:
         table.add_row(
@@ -43,10 +44,24 @@ def print_plugins(infos: Iterable[PluginInfo]) -> None:
             i.package or "-",
             ", ".join(i.hooks) or "-",
             str(len(i.envs)),
-            ", ".join(i.trackers) or "-",
+            _offers(i),
             "\n".join(i.errors),
         )
     console().print(table)
+
+
+def _offers(info: PluginInfo) -> str:
+    """What a plugin offers besides envs: learning rules, scheduling policies, trackers."""
+    parts = [
+        f"{kind}: {', '.join(names)}"
+        for kind, names in (
+            ("algorithms", info.algorithms),
+            ("schedulers", info.schedulers),
+            ("trackers", info.trackers),
+        )
+        if names
+    ]
+    return "\n".join(parts) or "-"
 
 
 def print_envs(rows: Sequence[dict[str, str]]) -> None:

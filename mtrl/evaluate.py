@@ -92,6 +92,9 @@ def load_for_eval(target: Path | str, plugins: Plugins | None = None) -> EvalChe
     schedulers = getattr(plugins, "schedulers", None)  # plugin policies, where registered
     if schedulers is not None:
         known["scheduler_policies"] = schedulers.names()
+    algorithms = getattr(plugins, "algorithms", None)
+    if algorithms is not None:
+        known["algorithms"] = algorithms.parallel_support()
     # No ``tracker_names``: evaluation runs no trackers, so a run whose tracker plugin is not
     # installed here still evaluates.
     cfg = parse_config(text, f"{path} (config)", **known)

@@ -130,6 +130,7 @@ def load_for_resume(
         env_ids=plugins.envs.ids(),
         scheduler_policies=plugins.schedulers.names(),
         tracker_names=plugins.trackers.names(),
+        algorithms=plugins.algorithms.parallel_support(),
         env_note=plugins.unknown_env_note,
     )
     # The file name holds the whole run's steps (all replicas); the state, this rank's.

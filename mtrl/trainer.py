@@ -24,6 +24,7 @@ from mtrl.actors.factory import make_pool
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
+from mtrl.algorithms import make_learner
 from mtrl.allocation import observe_faults, rebalance, set_share_targets
 from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import save_checkpoint
@@ -32,7 +33,6 @@ from mtrl.final_eval import final_eval
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.parallel import make_learner
 from mtrl.liveness import StallWatch, no_more_unrolls, short_batch_message, stall_report
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.plugins.external import sim_logs
@@ -112,6 +112,7 @@ class Trainer:
             spaces = [TaskSpaces(s.observation_space, s.action_space) for s in setups]
             model = MultiTaskModel(spaces, cfg.learner.model)
             self.learner = make_learner(
+                plugins,
                 model,
                 cfg.learner,
                 self.names,

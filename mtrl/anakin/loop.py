@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mtrl.anakin.runner import AnakinRunner
-from mtrl.learner.learner import Learner
+from mtrl.learner.protocol import Learner
 
 
 def anakin_train_step(runners: Sequence[AnakinRunner], learner: Learner) -> dict[str, float]:

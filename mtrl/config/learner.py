@@ -15,9 +15,11 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from mtrl.config.base import ConfigModel
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
@@ -107,11 +109,18 @@ class ParallelConfig(ConfigModel):
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
 
 
-class LearnerConfig(ConfigModel):
-    """IMPALA learner with V-trace and per-task PopArt."""
+#: What a config may name without the plugin registry: the built-in rule, in every mode.
+BUILTIN_ALGORITHMS = {"impala": {"data_parallel", "task_sharded", "fsdp"}}
 
-    algorithm: Literal["impala"] = "impala"
-    """The learning rule (IMPALA actor-critic with V-trace correction)."""
+
+class LearnerConfig(ConfigModel):
+    """The learner: its learning rule (IMPALA with V-trace and per-task PopArt by default),
+    the model and how it is spread over devices."""
+
+    algorithm: str = "impala"
+    """The learning rule, by the name a plugin registered it under (``mtrl plugins`` lists
+    them): ``impala`` (built in) is actor-critic with V-trace off-policy correction and
+    per-task PopArt."""
     unroll_length: PositiveInt = 20
     """Time steps per unroll."""
     batch_size: PositiveInt = 32
@@ -190,9 +199,52 @@ class LearnerConfig(ConfigModel):
     share few cores: small matmuls gain nothing from more, and OpenMP spin-waits collapse under
     contention (measured 60x slower inference with 2 threads on a loaded 2-core machine)."""
 
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm_exists(cls, algorithm: str, info: ValidationInfo) -> str:
+        # The plugin registry's rules come as context key ``algorithms``; without it only the
+        # built-in is known, so typos are still caught.
+        known = sorted(_algorithms(info))
+        if algorithm not in known:
+            import difflib
+
+            hint = difflib.get_close_matches(algorithm, known, n=1, cutoff=0.6)
+            fix = f"did you mean {hint[0]!r}?" if hint else f"known: {', '.join(known) or '-'}"
+            raise PydanticCustomError(
+                "unknown_algorithm",
+                "Input should be a registered learning rule, not '{algorithm}'; {fix}",
+                {"algorithm": algorithm, "fix": fix},
+            )
+        return algorithm
+
+    @model_validator(mode="after")
+    def _algorithm_supports_parallel(self, info: ValidationInfo) -> LearnerConfig:
+        """A rule runs only in the parallel modes its plugin says it supports."""
+        supported = _algorithms(info).get(self.algorithm)
+        par = self.parallel
+        asked = [m for m in ("task_sharded", "fsdp") if par.model_parallel == m]
+        if par.data_parallel > 1:
+            asked.append("data_parallel")
+        missing = [m for m in asked if supported is not None and m not in supported]
+        if missing:
+            can = ", ".join(sorted(supported or ())) or "none"
+            raise ValueError(
+                f"learning rule {self.algorithm!r} does not support learner.parallel "
+                f"{' and '.join(missing)} (it supports: {can}); run it on one learner "
+                "process (data_parallel: 1, model_parallel: none) or choose another rule"
+            )
+        return self
+
     @field_validator("device")
     @classmethod
     def _device(cls, device: str) -> str:
         if not _DEVICE.match(device):
             raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda[:N], xla[:N] or mps")
         return device
+
+
+def _algorithms(info: ValidationInfo) -> dict[str, set[str]]:
+    """Learning rule -> the parallel modes it supports, from the validation context (the
+    plugin registry) or the built-ins."""
+    known = (info.context or {}).get("algorithms")
+    return BUILTIN_ALGORITHMS if known is None else known

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import reprlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,7 @@ def parse_config(
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
     tracker_names: Iterable[str] | None = None,
+    algorithms: Mapping[str, Iterable[str]] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks.
@@ -220,7 +221,9 @@ def parse_config(
     ``scheduler_policies`` (``plugins.schedulers.names()``) are the policy names accepted in
     ``scheduler.policy``; without it only the built-in policies are. ``tracker_names``
     (``plugins.trackers.names()``) are those accepted in ``tracking.trackers``; without it any
-    name is.
+    name is. ``algorithms`` (``plugins.algorithms.parallel_support()``) maps the learning rules
+    accepted in ``learner.algorithm`` to the parallel modes each supports; without it only the
+    built-in ``impala`` is.
 
     The text is held to the limits of :mod:`mtrl.config.safe_yaml` (size, nesting, aliases).
     """
@@ -231,13 +234,15 @@ def parse_config(
         raise ConfigError(
             f"{source}: the config must be a mapping of keys, got {type(data).__name__}"
         )
-    context: dict[str, set[str]] = {}
+    context: dict[str, Any] = {}
     if env_ids is not None:
         context["env_ids"] = set(env_ids)
     if scheduler_policies is not None:
         context["scheduler_policies"] = set(scheduler_policies)
     if tracker_names is not None:
         context["tracker_names"] = set(tracker_names)
+    if algorithms is not None:
+        context["algorithms"] = {name: set(modes) for name, modes in algorithms.items()}
     try:
         cfg, error = ExperimentConfig.model_validate(data, context=context or None), None
     except ValidationError as e:
@@ -254,6 +259,7 @@ def load_config(
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
     tracker_names: Iterable[str] | None = None,
+    algorithms: Mapping[str, Iterable[str]] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
@@ -264,6 +270,7 @@ def load_config(
         env_ids=env_ids,
         scheduler_policies=scheduler_policies,
         tracker_names=tracker_names,
+        algorithms=algorithms,
         env_note=env_note,
     )
 

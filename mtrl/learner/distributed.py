@@ -35,7 +35,7 @@ from torch import nn
 from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
 from mtrl.learner.device import Accelerator, resolve_device
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 
 __all__ = [
     "DataParallelLearner",
@@ -238,8 +238,9 @@ def clip_global_grad_norm(
     return norm
 
 
-class DataParallelLearner(Learner):
-    """A learner replica: same update as :class:`Learner` on the union of all replicas' batches.
+class DataParallelLearner(ImpalaLearner):
+    """A learner replica: the same update as :class:`~mtrl.learner.impala.ImpalaLearner` on the
+    union of all replicas' batches.
 
     Needs an initialised process group (:meth:`DistContext.init`). Subclasses that keep some
     parameters on one rank only list them in :meth:`sharded_parameters`.

@@ -1,12 +1,13 @@
-"""Pick the learner a config and a process's place among the replicas call for.
+"""The IMPALA learner a config and a process's place among the replicas call for (the
+factory the built-in ``impala`` rule registers; :func:`mtrl.algorithms.make_learner` calls it).
 
-The trainer's only entry point to parallelism::
+Its use::
 
     ctx = DistContext.from_env()             # torchrun's RANK / WORLD_SIZE / LOCAL_RANK
     device = ctx.device(cfg.learner.device)  # cuda → this local rank's GPU
     ctx.init(device)                         # process group (gloo / nccl / xla); no-op alone
     model = MultiTaskModel(spaces, cfg.learner.model)
-    learner = make_learner(model, cfg.learner, names, ctx, device)
+    learner = make_impala_learner(model, cfg.learner, names, ctx, device)
     ...                                      # feed it batches of learner.local_tasks
     ctx.destroy()
 """
@@ -21,23 +22,24 @@ from torch import nn
 from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
 from mtrl.learner.distributed import DataParallelLearner, DistContext
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.sharding import FSDPLearner, TaskShardedLearner, shard_tasks
 
-__all__ = ["make_learner"]
+__all__ = ["make_impala_learner"]
 
 
-def make_learner(
+def make_impala_learner(
     model: nn.Module,
     cfg: LearnerConfig,
     task_names: Sequence[str],
     ctx: DistContext | None = None,
     device: torch.device | None = None,
     lr_scales: Sequence[float] | None = None,
-) -> Learner:
+) -> ImpalaLearner:
     """The learner for ``cfg.parallel`` in this process; moves ``model`` to ``device``.
 
-    One process: a plain :class:`Learner` (model parallel modes are then the identity).
+    One process: a plain :class:`~mtrl.learner.impala.ImpalaLearner` (model parallel modes are
+    then the identity).
     Several (torchrun): :class:`DataParallelLearner`, :class:`TaskShardedLearner` or
     :class:`FSDPLearner`; the process group must be initialised (:meth:`DistContext.init`).
     Task sharding drops foreign per-task modules *before* the move, so a device holds only
@@ -53,7 +55,7 @@ def make_learner(
                 f"only replica: launch with `torchrun --nproc-per-node {par.data_parallel} ...` "
                 "(see docs/DISTRIBUTED.md)"
             )
-        return Learner(
+        return ImpalaLearner(
             model.to(device) if device is not None else model, cfg, task_names, lr_scales
         )
     if par.data_parallel not in (1, ctx.local_world_size):

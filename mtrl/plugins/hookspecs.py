@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from mtrl.plugins.algorithm_registrar import AlgorithmRegistrar
     from mtrl.plugins.registrar import EnvRegistrar
     from mtrl.plugins.scheduler_registrar import SchedulerRegistrar
     from mtrl.plugins.tracker_registrar import TrackerRegistrar
@@ -85,6 +86,32 @@ def mtrl_register_trackers(register: TrackerRegistrar) -> None:
     listings.
 
     Registration must be cheap: import the tracking client inside ``factory``. Raise
+    :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing. Return
+    nothing: a returned value is reported as a contract violation.
+    """
+
+
+@hookspec
+def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
+    """Offer learning rules by calling ``register.algorithm(name, factory, parallel=(), ...)``.
+
+    ``name`` is what a config names in ``learner.algorithm`` (one flat namespace shared by all
+    plugins; the built-in ``impala`` comes first, and a second registration of a taken name is
+    reported as an error of the later plugin). ``factory(model, cfg, task_names, ctx, device,
+    lr_scales)`` is called once per run in every learner process with the
+    :class:`mtrl.learner.model.MultiTaskModel` (per-task encoders and heads, shared torso; not
+    yet on ``device``), the run's :class:`mtrl.config.LearnerConfig`, the tasks' names, the
+    :class:`mtrl.learner.distributed.DistContext` of this process among torchrun replicas, the
+    ``torch.device`` and each task's learning-rate multiplier; it returns an object meeting the
+    :class:`mtrl.learner.protocol.Learner` protocol (``model``, ``device``, ``version``,
+    ``local_tasks``, ``set_progress``, ``update(batches) -> metrics``, ``pop_diagnostics``,
+    ``state_dict``, ``load_state_dict``). ``update`` gets whole unrolls of any tasks mixed (one
+    :class:`mtrl.learner.batch.TaskBatch` each) and must bump ``version``; actors then act with
+    ``model``'s weights. ``parallel``: which of ``data_parallel``, ``task_sharded`` and
+    ``fsdp`` (``learner.parallel``) the rule supports; ``mtrl validate`` refuses a config that
+    asks a rule for another. ``description`` is one line for listings.
+
+    Registration must be cheap: import heavy dependencies inside ``factory``. Raise
     :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing. Return
     nothing: a returned value is reported as a contract violation.
     """

@@ -24,6 +24,7 @@ import pluggy
 
 from mtrl.errors import PluginUnavailable, UnknownEnvError
 from mtrl.plugins import hookspecs
+from mtrl.plugins.algorithm_registrar import AlgorithmRegistrar, AlgorithmRegistry
 from mtrl.plugins.registrar import EnvRegistrar
 from mtrl.plugins.scheduler_registrar import SchedulerRegistrar, SchedulerRegistry
 from mtrl.plugins.spec import EnvRegistry, EnvSpec
@@ -35,6 +36,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "envpool": "mtrl.plugins.builtin.envpool_envs",
     "pettingzoo": "mtrl.plugins.builtin.pettingzoo_envs",
     "scheduler": "mtrl.scheduler.builtin",
+    "algorithms": "mtrl.algorithms.builtin",
     "tensor": "mtrl.plugins.builtin.tensor_envs",
     "chaos": "mtrl.plugins.builtin.chaos",
     "memory": "mtrl.plugins.builtin.memory_envs",
@@ -62,6 +64,7 @@ class PluginInfo:
     envs: list[str] = field(default_factory=list)
     schedulers: list[str] = field(default_factory=list)
     trackers: list[str] = field(default_factory=list)
+    algorithms: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def fail(self, message: str) -> None:
@@ -80,6 +83,8 @@ class Plugins:
     """Scheduling policies by name (``scheduler.policy`` in configs)."""
     trackers: TrackerRegistry = field(default_factory=TrackerRegistry)
     """Metric trackers by name (``tracking.trackers`` in configs)."""
+    algorithms: AlgorithmRegistry = field(default_factory=AlgorithmRegistry)
+    """Learning rules by name (``learner.algorithm`` in configs)."""
 
     def failure_note(self, name: str) -> str | None:
         """Why plugin ``name`` offers nothing (failed to load, unavailable, disabled), in one
@@ -255,7 +260,24 @@ def load_plugins(*, autoload: bool = True, extra: Mapping[str, Any] | None = Non
         trackers,
         lambda info, spec: info.trackers.append(spec.name),
     )
-    return Plugins(pm=pm, infos=infos, envs=envs, schedulers=schedulers, trackers=trackers)
+    algorithms = AlgorithmRegistry()
+    _collect(
+        pm,
+        infos,
+        "mtrl_register_algorithms",
+        AlgorithmRegistrar,
+        "register.algorithm",
+        algorithms,
+        lambda info, spec: info.algorithms.append(spec.name),
+    )
+    return Plugins(
+        pm=pm,
+        infos=infos,
+        envs=envs,
+        schedulers=schedulers,
+        trackers=trackers,
+        algorithms=algorithms,
+    )
 
 
 def _check_pending(pm: pluggy.PluginManager, info: PluginInfo) -> None:

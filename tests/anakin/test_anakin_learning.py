@@ -9,7 +9,7 @@ import torch
 
 from mtrl.anakin import AnakinRunner, train_anakin
 from mtrl.config.learner import LearnerConfig, ModelConfig
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins, make_env
 
@@ -32,7 +32,7 @@ def test_cartpole_learns_well_above_random_in_anakin_mode(one_thread: None) -> N
     )
     spaces = TaskSpaces(env.single_observation_space, env.single_action_space)
     model = MultiTaskModel([spaces], cfg.model)
-    learner = Learner(model, cfg, ["cartpole"])
+    learner = ImpalaLearner(model, cfg, ["cartpole"])
     result = train_anakin(
         [AnakinRunner(0, env, cfg.unroll_length, reward_scale=1.0)],
         learner,

@@ -13,7 +13,7 @@ from mtrl.actors.unroll import UnrollBuffer
 from mtrl.anakin import AnakinRunner, train_anakin
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import task_batch
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import make_env
 
@@ -67,7 +67,7 @@ def test_anakin_batches_and_states_equal_the_serial_numpy_paths(core: str) -> No
 def test_the_memory_task_is_learned_in_anakin_mode() -> None:
     torch.set_num_threads(1)
     model = _model("lstm")
-    learner = Learner(model, _cfg("lstm"), ["cue"])
+    learner = ImpalaLearner(model, _cfg("lstm"), ["cue"])
     runner = AnakinRunner(0, make_env(ENV, 16, seed=1), 12, reward_scale=1.0)
     result = train_anakin([runner], learner, 60_000, target_return=0.9)
     mean = result.mean_recent_return(0)

@@ -18,7 +18,7 @@ from mtrl.anakin.actions import DeviceActionMap
 from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributions import env_actions_tensor
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import make_env
 
@@ -114,7 +114,9 @@ def test_anakin_and_sebulba_tasks_share_one_update() -> None:
     anakin_env = make_env("tensor/CartPole-v1", 4, seed=0)
     numpy_env = make_env("gymnasium/Pendulum-v1", 3, seed=1)
     model = _model(anakin_env, numpy_env)
-    learner = Learner(model, LearnerConfig(unroll_length=5, model=SMALL), ["cartpole", "pend"])
+    learner = ImpalaLearner(
+        model, LearnerConfig(unroll_length=5, model=SMALL), ["cartpole", "pend"]
+    )
     runner = AnakinRunner(0, anakin_env, 5, reward_scale=1.0)
     actor = SerialActor(1, numpy_env, 5, reward_scale=0.1)
     inference = InferenceModel(model, shared=True)

@@ -13,7 +13,7 @@ from torch import nn
 from mtrl.config import LearnerConfig
 from mtrl.learner import diagnostics
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
 
@@ -102,7 +102,7 @@ def test_learner_logs_every_task_and_windows_them() -> None:
     obs = spaces.Box(-1, 1, (4,))
     tasks = [TaskSpaces(obs, spaces.Discrete(2)), TaskSpaces(obs, spaces.Box(-1, 1, (1,)))]
     cfg = LearnerConfig(diagnostics_every=1)
-    learner = Learner(MultiTaskModel(tasks, cfg.model), cfg, ["a", "b"])
+    learner = ImpalaLearner(MultiTaskModel(tasks, cfg.model), cfg, ["a", "b"])
     metrics = learner.update([_batch(0), _batch(1, box=True)])
     for name in ("a", "b"):
         for key in ("entropy", "kl", "rho", "value_error", "torso_grad_share"):
@@ -123,7 +123,9 @@ def test_a_model_without_torso_parameters_skips_the_torso_share() -> None:
     assert diagnostics.grad_shares([torch.tensor(1.0, requires_grad=True)], []) == [0.0]
     obs = spaces.Box(-1, 1, (4,))
     cfg = LearnerConfig(diagnostics_every=1, model={"torso": []})
-    learner = Learner(MultiTaskModel([TaskSpaces(obs, spaces.Discrete(2))], cfg.model), cfg, ["a"])
+    learner = ImpalaLearner(
+        MultiTaskModel([TaskSpaces(obs, spaces.Discrete(2))], cfg.model), cfg, ["a"]
+    )
     metrics = learner.update([_batch(0)])
     assert math.isfinite(metrics["learner/a/entropy"])
     assert "learner/a/torso_grad_share" not in metrics

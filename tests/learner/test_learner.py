@@ -11,7 +11,7 @@ import torch
 
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
 T, N = 6, 4
@@ -44,13 +44,13 @@ def _batch(task: int, reward_scale: float, seed: int) -> TaskBatch:
     )
 
 
-def _learner(**kw: object) -> Learner:
+def _learner(**kw: object) -> ImpalaLearner:
     torch.manual_seed(0)
     cfg = LearnerConfig.model_validate({"model": {"encoder_dim": 16, "torso": [16]}, **kw})
-    return Learner(MultiTaskModel(SPACES, cfg.model), cfg, ["a", "b"])
+    return ImpalaLearner(MultiTaskModel(SPACES, cfg.model), cfg, ["a", "b"])
 
 
-def _unnormalised_values(learner: Learner, batches: list[TaskBatch]) -> list[torch.Tensor]:
+def _unnormalised_values(learner: ImpalaLearner, batches: list[TaskBatch]) -> list[torch.Tensor]:
     out = []
     with torch.no_grad():
         for b in batches:
@@ -60,7 +60,7 @@ def _unnormalised_values(learner: Learner, batches: list[TaskBatch]) -> list[tor
     return out
 
 
-def _normalised_head(learner: Learner) -> tuple[torch.Tensor, torch.Tensor]:
+def _normalised_head(learner: ImpalaLearner) -> tuple[torch.Tensor, torch.Tensor]:
     return learner.model.value_weight.detach().clone(), learner.model.value_bias.detach().clone()
 
 
@@ -190,7 +190,7 @@ def _solved_task_batch(reward: float, noise: float, seed: int) -> TaskBatch:
     )
 
 
-def _value_grad_into_torso(learner: Learner, batch: TaskBatch) -> float:
+def _value_grad_into_torso(learner: ImpalaLearner, batch: TaskBatch) -> float:
     learner.model.zero_grad(set_to_none=True)
     _, parts = learner._forward([batch])
     learner._loss_sums(parts)[0][1].backward()
@@ -223,7 +223,7 @@ def test_a_solved_tasks_value_gradient_does_not_grow_as_its_spread_collapses(
         assert float(learner.value_scale[0]) > 0.7 * sigma_before  # 0.999^300 ≈ 0.74
 
 
-def _policy_terms(learner: Learner, batch: TaskBatch) -> tuple[float, float]:
+def _policy_terms(learner: ImpalaLearner, batch: TaskBatch) -> tuple[float, float]:
     """The gradient norm of the policy-gradient term over the whole model, and the entropy
     bonus (its sum, boost and σ / scale included) — both as the loss counts them."""
     learner.model.zero_grad(set_to_none=True)
@@ -274,7 +274,7 @@ def test_value_scale_survives_a_checkpoint_and_old_checkpoints_start_it_at_sigma
     torch.testing.assert_close(fresh.value_scale, learner.sigma)
 
 
-def _bandit_batch(learner: Learner, better: float, seed: int) -> tuple[TaskBatch, float]:
+def _bandit_batch(learner: ImpalaLearner, better: float, seed: int) -> tuple[TaskBatch, float]:
     """Task 0 as a two-armed bandit played on-policy: action 1 pays 1, action 0 pays
     ``better``; every step is its own episode. Returns the batch and P(action 0)."""
     g = torch.Generator().manual_seed(seed)
@@ -329,7 +329,7 @@ def test_entropy_boost_survives_a_checkpoint_and_old_checkpoints_start_it_at_one
     assert fresh.entropy_boost.tolist() == [1.0, 1.0]
 
 
-def _saturated_bandit_batch(learner: Learner, seed: int) -> tuple[TaskBatch, float]:
+def _saturated_bandit_batch(learner: ImpalaLearner, seed: int) -> tuple[TaskBatch, float]:
     """Task 1 (a Box in [-2, 2]², tanh-squashed) as a one-step bandit played on-policy: the
     env action ``a`` pays ``1 - |a| / 2`` per dim plus noise that does not depend on it (as
     an env's own randomness). Returns the batch and the fraction of saturated means."""

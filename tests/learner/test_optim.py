@@ -13,7 +13,7 @@ import torch
 
 from mtrl.config import LearnerConfig, parse_config
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.optim import param_groups
 from mtrl.learner.sharding import merge_optimizer_states, select_optimizer_state
@@ -26,7 +26,7 @@ SPACES = [
 ]
 
 
-def _learner(lr_scales: list[float] | None = None) -> Learner:
+def _learner(lr_scales: list[float] | None = None) -> ImpalaLearner:
     torch.manual_seed(0)
     cfg = LearnerConfig.model_validate(
         {
@@ -36,7 +36,7 @@ def _learner(lr_scales: list[float] | None = None) -> Learner:
             "max_grad_norm": 1e9,  # no clip: a clip would rescale every gradient alike
         }
     )
-    return Learner(MultiTaskModel(SPACES, cfg.model), cfg, ["a", "b"], lr_scales)
+    return ImpalaLearner(MultiTaskModel(SPACES, cfg.model), cfg, ["a", "b"], lr_scales)
 
 
 def _batches(step: int, weight0: float = 1.0) -> list[TaskBatch]:
@@ -44,7 +44,9 @@ def _batches(step: int, weight0: float = 1.0) -> list[TaskBatch]:
     return [dataclasses.replace(b0, loss_weight=weight0), b1]
 
 
-def _moves(learner: Learner, weight0: float = 1.0, updates: int = 3) -> dict[str, torch.Tensor]:
+def _moves(
+    learner: ImpalaLearner, weight0: float = 1.0, updates: int = 3
+) -> dict[str, torch.Tensor]:
     """How far each parameter moved over ``updates`` updates on the same batches."""
     start = {n: p.detach().clone() for n, p in learner.model.named_parameters()}
     for step in range(updates):

@@ -11,7 +11,7 @@ import torch
 
 from mtrl.config import LearnerConfig, ModelConfig
 from mtrl.config.core import CoreConfig
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.recurrent import RecurrentCore, reset_state, sequence_resets
 from mtrl.learner.synthetic import random_task_batch
@@ -135,7 +135,7 @@ def test_learner_runs_the_core_from_the_unrolls_initial_state() -> None:
     grads = []
     for scale in (0.0, 1.0):
         torch.manual_seed(0)
-        learner = Learner(MultiTaskModel(SPACES, cfg.model), cfg, ["a", "b"])
+        learner = ImpalaLearner(MultiTaskModel(SPACES, cfg.model), cfg, ["a", "b"])
         batch = random_task_batch(0, SPACES[0], T, N, seed=5, state_size=128)
         batch.core_state = batch.core_state * scale
         learner.update([batch])

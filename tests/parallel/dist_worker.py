@@ -27,7 +27,7 @@ from parallel_scenarios import (
 )
 
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.parallel import make_learner
+from mtrl.learner.parallel import make_impala_learner
 
 
 def _local_numel(p: torch.Tensor) -> int:
@@ -46,7 +46,9 @@ def _resume_check(mode: str, ctx: DistContext) -> dict:
     """Save after two updates (rank 0's state, as the checkpoint file every rank reads on
     resume), then take the third update both in the saved learner and in a fresh one that
     loaded the state: the two must end equal."""
-    saved = make_learner(build_model(mode), learner_config(mode), NAMES, ctx, lr_scales=LR_SCALES)
+    saved = make_impala_learner(
+        build_model(mode), learner_config(mode), NAMES, ctx, lr_scales=LR_SCALES
+    )
     for i in range(2):
         saved.update(_shard(mode, i, saved, ctx))
     state = saved.state_dict()  # a collective in the sharded modes
@@ -62,7 +64,7 @@ def _resume_check(mode: str, ctx: DistContext) -> dict:
     with torch.no_grad():  # a different start: everything must come from the state
         for p in fresh.parameters():
             p.add_(0.5)
-    resumed = make_learner(fresh, learner_config(mode), NAMES, ctx, lr_scales=LR_SCALES)
+    resumed = make_impala_learner(fresh, learner_config(mode), NAMES, ctx, lr_scales=LR_SCALES)
     resumed.load_state_dict(state)
     resumed.update(_shard(mode, 2, resumed, ctx))
     return {
@@ -81,7 +83,9 @@ def main(out: Path, modes: list[str]) -> None:
     try:
         for mode in modes:
             model = build_model(mode)
-            learner = make_learner(model, learner_config(mode), NAMES, ctx, lr_scales=LR_SCALES)
+            learner = make_impala_learner(
+                model, learner_config(mode), NAMES, ctx, lr_scales=LR_SCALES
+            )
             metrics = [learner.update(_shard(mode, i, learner, ctx)) for i in range(len(STEPS))]
             result = {
                 "state": learner.full_model_state(),

@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.synthetic import random_task_batch, split_columns
 
@@ -132,8 +132,8 @@ def task_shard(step: int, local_tasks: list[int], states: int = 0) -> list[TaskB
 
 
 def run_single_process(mode: str = "none") -> dict[str, Any]:
-    """The reference: one plain Learner on every whole batch (with ``mode``'s model)."""
-    learner = Learner(build_model(mode), learner_config(mode), NAMES, LR_SCALES)
+    """The reference: one plain ImpalaLearner on every whole batch (with ``mode``'s model)."""
+    learner = ImpalaLearner(build_model(mode), learner_config(mode), NAMES, LR_SCALES)
     states = learner.model.state_size
     metrics = [learner.update(all_batches(i, states)) for i in range(len(STEPS))]
     state = {k: v.detach().clone() for k, v in learner.model.state_dict().items()}

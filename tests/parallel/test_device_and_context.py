@@ -10,9 +10,8 @@ from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
 from mtrl.learner.device import Accelerator, DeviceError, resolve_device, xla_unavailable_reason
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.learner import Learner
-from mtrl.learner.learner import resolve_device as old_import
-from mtrl.learner.parallel import make_learner
+from mtrl.learner.impala import ImpalaLearner
+from mtrl.learner.parallel import make_impala_learner
 from mtrl.learner.sharding import RemoteTask, assign_tasks, shard_tasks
 
 
@@ -20,7 +19,6 @@ def test_cpu_and_auto_resolve_here() -> None:
     assert resolve_device("cpu") == torch.device("cpu")
     want = "cuda" if torch.cuda.is_available() else "cpu"
     assert resolve_device("auto").type == want
-    assert old_import is resolve_device  # mtrl.learner.learner keeps re-exporting it
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a GPU")
@@ -66,16 +64,16 @@ def test_context_reads_torchrun_variables() -> None:
 
 
 def test_one_process_gets_a_plain_learner_and_asking_for_replicas_explains_torchrun() -> None:
-    learner = make_learner(build_model(), learner_config("fsdp"), NAMES, DistContext())
-    assert type(learner) is Learner
+    learner = make_impala_learner(build_model(), learner_config("fsdp"), NAMES, DistContext())
+    assert type(learner) is ImpalaLearner
     cfg = LearnerConfig.model_validate({"parallel": {"data_parallel": 2}})
     with pytest.raises(UserError, match="torchrun --nproc-per-node 2"):
-        make_learner(build_model(), cfg, NAMES, DistContext())
+        make_impala_learner(build_model(), cfg, NAMES, DistContext())
 
 
 def test_an_empty_update_is_an_error_on_one_process() -> None:
     with pytest.raises(ValueError, match="at least one TaskBatch"):
-        Learner(build_model(), learner_config(), NAMES).update([])
+        ImpalaLearner(build_model(), learner_config(), NAMES).update([])
 
 
 def test_tasks_are_balanced_by_size_and_foreign_modules_dropped() -> None:

@@ -28,7 +28,7 @@ from mtrl.checkpoint import (
 )
 from mtrl.config import LearnerConfig, ModelConfig
 from mtrl.errors import CheckpointError, UserError
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
 WRITER = Path(__file__).with_name("ckpt_writer.py")
@@ -68,13 +68,13 @@ def test_roundtrip_is_bit_for_bit(tmp_path: Path) -> None:
 
 
 def test_learner_state_roundtrips_and_resumes_identically(tmp_path: Path) -> None:
-    def make() -> Learner:
+    def make() -> ImpalaLearner:
         torch.manual_seed(0)
         model = MultiTaskModel(
             [TaskSpaces(spaces.Box(-1, 1, (4,)), spaces.Discrete(2))],
             ModelConfig(encoder_dim=8, torso=[8]),
         )
-        return Learner(model, LearnerConfig(), ["t"])
+        return ImpalaLearner(model, LearnerConfig(), ["t"])
 
     a = make()
     loss = sum(p.sum() for p in a.model.parameters())

@@ -16,7 +16,7 @@ from gymnasium import spaces
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import task_batch
 from mtrl.learner.device import Accelerator, resolve_device, xla_unavailable_reason
-from mtrl.learner.learner import Learner
+from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.synthetic import random_task_batch
 
@@ -53,8 +53,8 @@ def _model() -> MultiTaskModel:
 def test_updates_on_xla_equal_eager_cpu_updates() -> None:
     device = resolve_device("xla")
     assert device.type == "xla"
-    cpu = Learner(_model(), CFG, NAMES)
-    xla = Learner(copy.deepcopy(cpu.model).to(device), CFG, NAMES)
+    cpu = ImpalaLearner(_model(), CFG, NAMES)
+    xla = ImpalaLearner(copy.deepcopy(cpu.model).to(device), CFG, NAMES)
     for step in range(2):
         batches = _batches(step)
         want = cpu.update(batches)
@@ -72,7 +72,7 @@ def test_updates_on_xla_equal_eager_cpu_updates() -> None:
 @pytest.mark.timeout(300)
 def test_short_training_on_xla_runs_and_moves_the_parameters() -> None:
     device = resolve_device("xla")
-    learner = Learner(_model().to(device), CFG, NAMES)
+    learner = ImpalaLearner(_model().to(device), CFG, NAMES)
     before = {k: v.cpu().clone() for k, v in learner.model.state_dict().items()}
     losses = [learner.update([task_batch(b, device) for b in _batches(s)]) for s in range(6)]
     assert learner.version == 6

@@ -1,4 +1,6 @@
-"""The learner: one IMPALA update over a mixed batch of unrolls from several tasks.
+"""The IMPALA learning rule: one V-trace update over a mixed batch of unrolls from several
+tasks (the built-in ``learner.algorithm: impala``; the protocol every rule meets is
+:class:`mtrl.learner.protocol.Learner`).
 
 Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 
@@ -22,9 +24,9 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 With PopArt disabled, μ = 0 and σ = 1 throughout and step 3 is skipped.
 
 The parallel learners (:mod:`mtrl.learner.distributed`, :mod:`mtrl.learner.sharding`) reuse
-this update and override only its hooks: :meth:`Learner.reduce_moment_sums`,
-:meth:`Learner._global_count`, :meth:`Learner._reduce_gradients`,
-:meth:`Learner._clip_gradients` and :meth:`Learner._reduce_metric_sums`.
+this update and override only its hooks: :meth:`ImpalaLearner.reduce_moment_sums`,
+:meth:`ImpalaLearner._global_count`, :meth:`ImpalaLearner._reduce_gradients`,
+:meth:`ImpalaLearner._clip_gradients` and :meth:`ImpalaLearner._reduce_metric_sums`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from torch import nn
 from mtrl.config import LearnerConfig
 from mtrl.learner import diagnostics, popart, schedule
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.device import Accelerator, resolve_device
+from mtrl.learner.device import Accelerator
 from mtrl.learner.diagnostic_window import DiagnosticWindow
 from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
@@ -46,7 +48,7 @@ from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
 from mtrl.learner.recurrent import sequence_resets
 from mtrl.learner.vtrace import vtrace
 
-__all__ = ["Learner", "resolve_device"]  # resolve_device re-exported for older imports
+__all__ = ["ImpalaLearner"]
 
 
 def _core_state(batch: TaskBatch, size: int) -> torch.Tensor:
@@ -62,7 +64,7 @@ def _core_state(batch: TaskBatch, size: int) -> torch.Tensor:
     return state
 
 
-class Learner:
+class ImpalaLearner:
     """Owns the model's optimiser, the PopArt statistics and the policy version."""
 
     distributed = False
@@ -153,7 +155,7 @@ class Learner:
     def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
         """One optimiser step on ``batches``; returns scalar metrics for logging."""
         if not batches and not self.distributed:
-            raise ValueError("Learner.update needs at least one TaskBatch")
+            raise ValueError("ImpalaLearner.update needs at least one TaskBatch")
         cfg = self.cfg
         self.model.train()
         h_all, parts = self._forward(batches)

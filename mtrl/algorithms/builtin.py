@@ -1,0 +1,19 @@
+"""The built-in learning rules, registered through the same hook as any third party."""
+
+from __future__ import annotations
+
+from mtrl.learner.parallel import make_impala_learner
+from mtrl.plugins.algorithm_registrar import PARALLEL_MODES, AlgorithmRegistrar
+from mtrl.plugins.hookspecs import hookimpl
+
+
+@hookimpl
+def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
+    """Offer ``impala``: actor-critic with V-trace off-policy correction and per-task PopArt
+    (:mod:`mtrl.learner.impala`), in every parallel mode."""
+    register.algorithm(
+        "impala",
+        make_impala_learner,
+        parallel=PARALLEL_MODES,
+        description="IMPALA actor-critic, V-trace correction, per-task PopArt (on-policy)",
+    )
