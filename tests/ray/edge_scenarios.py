@@ -62,7 +62,7 @@ def embedded_ray_listens_on_loopback() -> dict[str, Any]:
     return {"gcs": session.address, "listening": sorted(set(listening))}
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> dict[str, Any]:
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> dict[str, Any]:
     """``mtrl ARGS`` in a subprocess: exit status, stdout and stderr."""
     proc = subprocess.run(
         [sys.executable, "-m", "mtrl.cli", *args],
@@ -118,7 +118,7 @@ def unfit_placement_is_refused(tmp: str) -> dict[str, Any]:
 RAY_2_CPUS = "actors: {mode: ray, ray: {num_cpus: 2}}"
 
 
-def starved_task_is_warned(deadline_s: float = 180.0) -> dict[str, Any]:
+def starved_task_is_warned(deadline_s: float = 600.0) -> dict[str, Any]:
     """Three tasks of one actor each on an embedded Ray of 2 CPUs: one actor never gets a
     node. The run goes on until the warning is printed, and 5 s more (or ``deadline_s``)."""
     from mtrl.config import parse_config
@@ -172,7 +172,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for_port(port: int, head: subprocess.Popen, deadline_s: float = 120.0) -> None:
+def _wait_for_port(port: int, head: subprocess.Popen, deadline_s: float = 600.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         assert head.poll() is None, "ray start --head exited"
@@ -182,7 +182,7 @@ def _wait_for_port(port: int, head: subprocess.Popen, deadline_s: float = 120.0)
     raise TimeoutError(f"nothing listens on {port} after {deadline_s:g}s")
 
 
-def _wait_for_cpus(env: dict[str, str], address: str, deadline_s: float = 120.0) -> None:
+def _wait_for_cpus(env: dict[str, str], address: str, deadline_s: float = 600.0) -> None:
     """Until the cluster's raylet has registered (its CPUs are offered)."""
     probe = (
         "import ray, time, sys\n"

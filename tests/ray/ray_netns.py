@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_scenario(
-    name: str, timeout: float = 240.0, script: Path = SCENARIOS, **kwargs: Any
+    name: str, timeout: float = 1200.0, script: Path = SCENARIOS, **kwargs: Any
 ) -> dict[str, Any]:
     """Run ``<script>.<name>(**kwargs)`` (default: scenarios.py) and return the dict it
     returns; a failure shows the scenario's output."""

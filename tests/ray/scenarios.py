@@ -54,8 +54,9 @@ def _cluster(workers: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
     return cluster, nodes
 
 
-#: How long a scenario's run may take to reach what it waits for (a busy machine included).
-DEADLINE_S = 240.0
+#: How long a scenario's run may take to reach what it waits for: generous, for a machine
+#: shared with other work (under a load of 14 on 2 cores a 4-unroll scenario took 290 s).
+DEADLINE_S = 600.0
 
 
 def stopping_when(done: Callable[[Any], bool], base: type | None = None) -> Any:
@@ -111,7 +112,7 @@ def unrolls_match_serial(unrolls: int = 4, core: str = "none") -> dict[str, Any]
     from mtrl.task_envs import build_tasks
 
     torch.set_num_threads(1)  # as in the actor: the same kernels, the same sums
-    ray.init(num_cpus=3, include_dashboard=False)
+    ray.init(address="local", num_cpus=3, include_dashboard=False)
     cfg = parse_config(
         """
 seed: 3
@@ -296,7 +297,7 @@ def faults_are_counted(tmp: str) -> dict[str, Any]:
 
     from mtrl.config import parse_config
 
-    ray.init(num_cpus=6, include_dashboard=False)
+    ray.init(address="local", num_cpus=6, include_dashboard=False)
     total = 20_000
 
     def chaos(name: str, kwargs: str) -> str:
@@ -397,7 +398,7 @@ def resumes_beside_an_anakin_task(tmp: str) -> dict[str, Any]:
 
     from mtrl.config import parse_config
 
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
     cfg = parse_config(
         f"""
 name: ray-anakin
@@ -607,7 +608,7 @@ def local_and_remote_faults(tmp: str) -> dict[str, Any]:
     from mtrl.actors.hybrid_pool import HybridPool
     from mtrl.config import parse_config
 
-    ray.init(num_cpus=4, include_dashboard=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False)
     once = f"faulty_instances: 1, marker_dir: {tmp}/markers"
     total = 30_000
     cfg = parse_config(
