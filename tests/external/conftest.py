@@ -44,6 +44,18 @@ def wait_gone(marker: str, before: set[int], timeout: float = 10.0) -> set[int]:
         time.sleep(0.05)
 
 
+def install_plugin(site: Path, name: str, code: str) -> Path:
+    """Install plugin ``name`` (module ``mtrl_<name>`` holding ``code``) into the folder
+    ``site`` the way pip would: with the metadata that registers its ``mtrl`` entry point.
+    Processes with ``site`` on PYTHONPATH load it."""
+    (site / f"mtrl_{name}.py").write_text(code)
+    meta = site / f"mtrl_{name}-0.1.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: mtrl-{name}\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text(f"[mtrl]\n{name} = mtrl_{name}\n")
+    return site
+
+
 @pytest.fixture(scope="session")
 def c_drift_sim() -> Path:
     """The C twin of the drift simulation, built with gcc against the C client."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.external.conftest import HERE
+from tests.external.conftest import HERE, install_plugin
 from tests.plugins.test_entry_points import _mtrl as run_mtrl
 
 PLUGIN = f"""
@@ -39,13 +39,7 @@ def mtrl_register_envs(register):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with the ``newcomer`` plugin and the metadata that registers its entry point."""
-    site = tmp_path_factory.mktemp("site")
-    (site / "mtrl_newcomer.py").write_text(PLUGIN)
-    meta = site / "mtrl_newcomer-0.1.dist-info"
-    meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: mtrl-newcomer\nVersion: 0.1\n")
-    (meta / "entry_points.txt").write_text("[mtrl]\nnewcomer = mtrl_newcomer\n")
-    return site
+    return install_plugin(tmp_path_factory.mktemp("site"), "newcomer", PLUGIN)
 
 
 def _mtrl(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
