@@ -10,12 +10,21 @@ messages, and the client's decoding. It is then put beside a realistic step: ``h
 (2) Throughput of ``heat/heat2d`` with 1, 2 and 4 MPI ranks per simulation and with 1, 2 and 4
 simulations at once (the batch of 8 copies split over them, stepped concurrently).
 
+(3) ``--security`` (instead of (1) and (2)): what CURVE costs. The drift simulation over tcp
+loopback, launched with CURVE (the default for ``transport="tcp"``: mtrl makes a key pair per
+process, docs/COUPLING.md section 2) and with ``insecure: true`` (plain tcp), through the
+Python and the C client, for 1 and 16 copies. Both envs of a pair are open at once and timed in
+alternating blocks, so the load of a shared machine falls on both alike; the ratio CURVE/plain
+of µs per batch step is taken within each pass. Each env's socket is checked to speak the
+mechanism it is named for.
+
 Every figure is measured in ``--passes`` passes of the whole set (default 3) and reported as
 the median with its min-max over the passes: single passes on a shared 2-core machine varied
 by 2x.
 
-Usage: ``python benchmarks/coupling.py [--steps 2000] [--heat-steps 200] [--passes 3]``.
-Writes ``docs/results/coupling.json``. Measures speed: run it alone.
+Usage: ``python benchmarks/coupling.py [--steps 2000] [--heat-steps 200] [--passes 3]
+[--security] [--results-dir DIR]``. Writes ``coupling.json`` (``coupling_security.json`` with
+``--security``) in ``docs/results`` or DIR. Measures speed: run it alone.
 """
 
 from __future__ import annotations
@@ -50,23 +59,40 @@ def _drift_module() -> Any:
     return mod
 
 
+def _time_side_by_side(steps_of: dict[str, Any], n: int, steps: int) -> dict[str, float]:
+    """µs per step of each step function: the median of 5 blocks each, the functions' blocks
+    alternating (a change of load between blocks falls on all of them)."""
+    actions = np.zeros((n, 1), np.float32)
+    for step in steps_of.values():
+        for _ in range(min(steps // 10, 100)):
+            step(actions)
+    blocks: dict[str, list[float]] = {name: [] for name in steps_of}
+    for _ in range(5):
+        for name, step in steps_of.items():
+            t0 = time.perf_counter()
+            for _ in range(steps // 5):
+                step(actions)
+            blocks[name].append((time.perf_counter() - t0) / (steps // 5) * 1e6)
+    return {name: float(np.median(b)) for name, b in blocks.items()}
+
+
 def _time_steps(step, n: int, steps: int) -> float:
     """Median of 5 blocks of µs per step."""
-    actions = np.zeros((n, 1), np.float32)
-    for _ in range(min(steps // 10, 100)):
-        step(actions)
-    blocks = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(steps // 5):
-            step(actions)
-        blocks.append((time.perf_counter() - t0) / (steps // 5) * 1e6)
-    return float(np.median(blocks))
+    return _time_side_by_side({"step": step}, n, steps)["step"]
+
+
+def _clients() -> list[tuple[str, str]]:
+    """(label, command) of the drift simulation behind the Python client and the C client."""
+    c_exe = cbuild.build([DRIFT_C], "drift_sim")
+    return [
+        ("python_client", f"{{python}} {DRIFT_PY} {{address}}"),
+        ("c_client", f"{c_exe} {{address}}"),
+    ]
 
 
 def overhead(steps: int) -> dict[str, Any]:
     drift = _drift_module()
-    c_exe = cbuild.build([DRIFT_C], "drift_sim")
+    clients = _clients()
     out: dict[str, Any] = {}
     for n in (1, 16):
         sim = drift.Drift("none", 0)
@@ -75,10 +101,7 @@ def overhead(steps: int) -> dict[str, Any]:
         mask = np.zeros(n, bool)
         inproc = _time_steps(lambda a, sim=sim, mask=mask: sim.step(a, mask), n, steps)
         row = {"in_process_us": inproc}
-        for label, cmd in (
-            ("python_client", f"{{python}} {DRIFT_PY} {{address}}"),
-            ("c_client", f"{c_exe} {{address}}"),
-        ):
+        for label, cmd in clients:
             env = ExternalSim(command=cmd)(num_envs=n, seed=0)
             try:
                 env.reset()
@@ -94,6 +117,44 @@ def overhead(steps: int) -> dict[str, Any]:
             f"client {row['python_client_us']:7.1f} µs | external, C client "
             f"{row['c_client_us']:7.1f} µs  per batch step"
         )
+    return out
+
+
+def _mechanism(env: Any) -> str:
+    """The security mechanism mtrl's socket to the (first) simulation speaks: CURVE or NULL."""
+    import zmq
+
+    return zmq.constants.SecurityMechanism(env._links[0].sock.getsockopt(zmq.MECHANISM)).name
+
+
+def security(steps: int) -> dict[str, float]:
+    """(3): µs per batch step over tcp loopback with CURVE and plain, and their ratio (flat
+    keys), for each client and 1 and 16 copies."""
+    out: dict[str, float] = {}
+    for label, cmd in _clients():
+        for n in (1, 16):
+            envs: dict[str, Any] = {}
+            try:
+                envs["curve"] = ExternalSim(command=cmd, transport="tcp")(num_envs=n, seed=0)
+                plain = ExternalSim(command=cmd, transport="tcp", insecure=True)
+                envs["plain"] = plain(num_envs=n, seed=0)
+                for name, env in envs.items():
+                    want, got = ("CURVE" if name == "curve" else "NULL"), _mechanism(env)
+                    if got != want:
+                        raise RuntimeError(f"the {name} env's socket speaks {got}, not {want}")
+                    env.reset()
+                us = _time_side_by_side({k: e.step for k, e in envs.items()}, n, steps)
+            finally:
+                for env in envs.values():
+                    env.close()
+            key = f"num_envs={n}/{label}"
+            ratio = us["curve"] / us["plain"]
+            out.update({f"{key}/curve_us": us["curve"], f"{key}/plain_us": us["plain"]})
+            out[f"{key}/curve_over_plain"] = ratio
+            print(
+                f"drift over tcp loopback, {label:13s} {n:2d} copies: CURVE {us['curve']:7.1f} µs"
+                f" | plain (insecure) {us['plain']:7.1f} µs | CURVE/plain {ratio:.2f}"
+            )
     return out
 
 
@@ -144,28 +205,39 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--heat-steps", type=int, default=200)
     ap.add_argument("--passes", type=int, default=3, help="repeat everything; report medians")
+    ap.add_argument(
+        "--security",
+        action="store_true",
+        help="only (3): tcp loopback with CURVE beside insecure: true, per client",
+    )
+    ap.add_argument(
+        "--results-dir", type=Path, default=None, help="where the JSON goes (docs/results)"
+    )
     args = ap.parse_args()
     passes = []
     for k in range(args.passes):
         print(f"-- pass {k + 1} of {args.passes}")
-        passes.append(one_pass(args.steps, args.heat_steps))
+        if args.security:
+            passes.append(security(args.steps))
+        else:
+            passes.append(one_pass(args.steps, args.heat_steps))
     figures = {key: _spread([p[key] for p in passes]) for key in passes[0]}
-    c_over = figures["num_envs=1/overhead_c_us"]["median"]
-    heat_us = figures["heat2d_one_copy_one_rank_step_us"]["median"]
-    result: dict[str, Any] = {
-        "machine": machine(),
-        "passes": args.passes,
-        "figures": figures,
-        "overhead_share_of_heat2d_step": c_over / heat_us,
-    }
+    result: dict[str, Any] = {"machine": machine(), "passes": args.passes, "figures": figures}
     print(f"-- medians over {args.passes} passes (min-max)")
     for key, f in figures.items():
-        print(f"{key:55s} {f['median']:10.1f}  ({f['min']:.1f}-{f['max']:.1f})")
-    print(
-        f"heat2d (32x32, 1 copy, 1 rank): {heat_us:.0f} µs per step, of which the coupling "
-        f"(C client) is ~{c_over:.0f} µs = {100 * c_over / heat_us:.0f}%"
-    )
-    print(f"wrote {write_result('coupling', result)}")
+        print(f"{key:55s} {f['median']:10.2f}  ({f['min']:.2f}-{f['max']:.2f})")
+    if args.security:
+        name = "coupling_security"
+    else:
+        name = "coupling"
+        c_over = figures["num_envs=1/overhead_c_us"]["median"]
+        heat_us = figures["heat2d_one_copy_one_rank_step_us"]["median"]
+        result["overhead_share_of_heat2d_step"] = c_over / heat_us
+        print(
+            f"heat2d (32x32, 1 copy, 1 rank): {heat_us:.0f} µs per step, of which the coupling "
+            f"(C client) is ~{c_over:.0f} µs = {100 * c_over / heat_us:.0f}%"
+        )
+    print(f"wrote {write_result(name, result, args.results_dir)}")
 
 
 if __name__ == "__main__":
