@@ -3,7 +3,8 @@
 :func:`estimate` lists every large allocation of a run (:class:`Part`): each task's unroll
 slots (shared memory) and envs (their observation and action buffers), the actor processes, the
 model with its gradients, optimiser state and inference copy, one learner update (activations
-kept for backward, loss terms, on a device the batch's copy) and the inference batch. Each part
+kept for backward, loss terms, on a device the batch's copy), the inference batch and, for a
+replay-based rule (``learner.algorithm: sac``), each task's replay. Each part
 says where it lives (host or the learner's device) and which config fields scale it, so
 :func:`problems` can name the culprit when a memory overflows :data:`HEADROOM` of what is
 available. The inputs per task (:class:`TaskSizes`) come from the spaces; gathering them, and
@@ -24,6 +25,7 @@ from gymnasium import spaces
 
 from mtrl.actors.unroll import raw_action_layout
 from mtrl.config import ExperimentConfig
+from mtrl.replay import TransitionStorage
 
 HEADROOM = 0.85
 """Fraction of the available memory a run may plan to use; the rest is left for what the
@@ -74,6 +76,8 @@ class TaskSizes:
     """Parameters of the task's encoder and policy head."""
     row_bytes: float
     """Learner activations autograd keeps per observation row (encoder, torso, heads)."""
+    replay_bytes: int = 0
+    """The task's replay (:func:`replay_bytes`; 0 for a rule without one)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,17 @@ def action_bytes(space: gym.Space) -> int:
     """Bytes of one raw policy action for ``space`` (what the unroll stores)."""
     shape, dtype = raw_action_layout(space)
     return math.prod(shape) * dtype.itemsize
+
+
+def replay_bytes(cfg: ExperimentConfig, obs_space: gym.Space, action_space: gym.Space) -> int:
+    """Bytes of one task's replay under ``cfg``: ``TransitionStorage.nbytes`` of
+    ``learner.sac.replay_capacity`` transitions for ``learner.algorithm: sac``, else 0."""
+    lc = cfg.learner
+    if lc.algorithm != "sac":
+        return 0
+    return TransitionStorage.nbytes(
+        lc.sac.replay_capacity, lc.unroll_length, obs_space, action_space
+    )
 
 
 def unroll_bytes(T: int, N: int, obs_bytes: int, act_bytes: int) -> int:
@@ -197,6 +212,10 @@ def estimate(cfg: ExperimentConfig, sizes: Sequence[TaskSizes], on_device: bool)
         blame = (n, length, *held, *many)
         parts.append(Part(f"tasks[{i}] unroll slots", slot_bytes, False, blame, mode != "serial"))
         parts.append(Part(f"tasks[{i}] envs", actors[i] * envs[i], False, (n, *many)))
+    capacity = Blame(("learner", "sac", "replay_capacity"), lc.sac.replay_capacity)
+    for i, s in enumerate(sizes):
+        if s.replay_bytes:
+            parts.append(Part(f"tasks[{i}] replay", s.replay_bytes, False, (capacity,)))
     if mode == "process":
         parts.append(
             Part("actor processes", sum(actors) * ACTOR_PROCESS_BYTES, False, (num_actors,))

@@ -38,6 +38,7 @@ from mtrl.memory_estimate import (
     action_bytes,
     estimate,
     problems,
+    replay_bytes,
     space_bytes,
     torso_row_bytes,
 )
@@ -46,16 +47,22 @@ SKIP_ENV = "MTRL_NO_MEMORY_CHECK"
 """Set to 1 to skip the check (when the estimate is wrong for your envs)."""
 
 
+_SMALLEST_OBS = spaces.Box(0, 1, (1,), np.uint8)
+_SMALLEST_ACTION = spaces.Box(-1, 1, (1,), np.float32)
+"""The spaces of :func:`bound_sizes`: one byte of observation, one float32 of action."""
+
+
 class MemoryCheckError(UserError):
     """The run's estimated memory exceeds what this machine (or its device) has available."""
 
 
 def bound_sizes(cfg: ExperimentConfig) -> list[TaskSizes]:
     """The smallest sizes any space could have: a one-byte observation, a float32 action, no
-    encoder or head parameters, the torso's activations only."""
+    encoder or head parameters, the torso's activations only (and a replay of such)."""
     mc = cfg.learner.model
     row = torso_row_bytes(mc.encoder_dim, mc.torso)
-    return [TaskSizes(1, 4, 0, row) for _ in cfg.tasks]
+    smallest = replay_bytes(cfg, _SMALLEST_OBS, _SMALLEST_ACTION)
+    return [TaskSizes(1, 4, 0, row, smallest) for _ in cfg.tasks]
 
 
 def task_sizes(
@@ -68,17 +75,19 @@ def task_sizes(
 
     mc = cfg.learner.model
     low = float(torso_row_bytes(mc.encoder_dim, mc.torso))
+    smallest = replay_bytes(cfg, _SMALLEST_OBS, _SMALLEST_ACTION)
     out = []
     for obs_space, act_space in task_spaces:
         ts = [TaskSpaces(obs_space, act_space)]
         try:
             obs, act = space_bytes(obs_space), action_bytes(act_space)
+            replay = replay_bytes(cfg, obs_space, act_space)
             with torch.device("meta"):
                 params = sum(p.numel() for p in MultiTaskModel(ts, mc).task_parameters(0))
         except Exception:  # an unsupported space: the trainer's own check names the part
-            out.append(TaskSizes(1, 4, 0, low))
+            out.append(TaskSizes(1, 4, 0, low, smallest))
             continue
-        out.append(TaskSizes(obs, act, params, max(low, _row_bytes(ts, mc))))
+        out.append(TaskSizes(obs, act, params, max(low, _row_bytes(ts, mc)), replay))
     return out
 
 

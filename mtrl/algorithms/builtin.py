@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mtrl.algorithms.sac import make_sac_learner
 from mtrl.learner.parallel import make_impala_learner
 from mtrl.plugins.algorithm_registrar import PARALLEL_MODES, AlgorithmRegistrar
 from mtrl.plugins.hookspecs import hookimpl
@@ -10,10 +11,16 @@ from mtrl.plugins.hookspecs import hookimpl
 @hookimpl
 def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
     """Offer ``impala``: actor-critic with V-trace off-policy correction and per-task PopArt
-    (:mod:`mtrl.learner.impala`), in every parallel mode."""
+    (:mod:`mtrl.learner.impala`), in every parallel mode; and ``sac``: multi-task soft
+    actor-critic over a per-task replay (:mod:`mtrl.algorithms.sac`), on one learner process."""
     register.algorithm(
         "impala",
         make_impala_learner,
         parallel=PARALLEL_MODES,
         description="IMPALA actor-critic, V-trace correction, per-task PopArt (on-policy)",
+    )
+    register.algorithm(
+        "sac",
+        make_sac_learner,
+        description="multi-task soft actor-critic, per-task replay and temperature (off-policy)",
     )

@@ -19,10 +19,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from mtrl.config.base import ConfigModel
+from mtrl.config.choices import require_registered
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
+from mtrl.config.sac import SacConfig
 
 
 class PopArtConfig(ConfigModel):
@@ -109,8 +110,9 @@ class ParallelConfig(ConfigModel):
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
 
 
-#: What a config may name without the plugin registry: the built-in rule, in every mode.
-BUILTIN_ALGORITHMS = {"impala": {"data_parallel", "task_sharded", "fsdp"}}
+#: What a config may name without the plugin registry: the built-in rules and the parallel
+#: modes each supports (what mtrl.algorithms.builtin registers).
+BUILTIN_ALGORITHMS = {"impala": {"data_parallel", "task_sharded", "fsdp"}, "sac": set()}
 
 
 class LearnerConfig(ConfigModel):
@@ -190,6 +192,8 @@ class LearnerConfig(ConfigModel):
     Under torchrun ``cuda`` means each replica's own GPU (its local rank). ``xla`` runs learner
     and inference through torch_xla (TPU; the ``tpu`` extra, torch_xla X.Y needs torch X.Y)."""
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    sac: SacConfig = Field(default_factory=SacConfig)
+    """The ``sac`` rule's replay and optimisation (ignored by the other rules)."""
     diagnostics_every: int = Field(default=10, ge=0)
     """Updates between measurements of each task's share of the shared torso's gradient
     (``learner/<task>/torso_grad_share``; one extra backward pass per task, single-process
@@ -204,18 +208,9 @@ class LearnerConfig(ConfigModel):
     def _algorithm_exists(cls, algorithm: str, info: ValidationInfo) -> str:
         # The plugin registry's rules come as context key ``algorithms``; without it only the
         # built-in is known, so typos are still caught.
-        known = sorted(_algorithms(info))
-        if algorithm not in known:
-            import difflib
-
-            hint = difflib.get_close_matches(algorithm, known, n=1, cutoff=0.6)
-            fix = f"did you mean {hint[0]!r}?" if hint else f"known: {', '.join(known) or '-'}"
-            raise PydanticCustomError(
-                "unknown_algorithm",
-                "Input should be a registered learning rule, not '{algorithm}'; {fix}",
-                {"algorithm": algorithm, "fix": fix},
-            )
-        return algorithm
+        return require_registered(
+            algorithm, _algorithms(info), "learning rule", "unknown_algorithm"
+        )
 
     @model_validator(mode="after")
     def _algorithm_supports_parallel(self, info: ValidationInfo) -> LearnerConfig:
@@ -232,6 +227,16 @@ class LearnerConfig(ConfigModel):
                 f"learning rule {self.algorithm!r} does not support learner.parallel "
                 f"{' and '.join(missing)} (it supports: {can}); run it on one learner "
                 "process (data_parallel: 1, model_parallel: none) or choose another rule"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _sac_is_feed_forward(self) -> LearnerConfig:
+        """SAC trains on single transitions: a recurrent core would need sequence replay."""
+        if self.algorithm == "sac" and self.model.core is not None:
+            raise ValueError(
+                "learning rule 'sac' trains on single transitions and has no recurrent core: "
+                "remove learner.model.core or choose learner.algorithm: impala"
             )
         return self
 

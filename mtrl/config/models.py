@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mtrl.config.base import ConfigModel
+from mtrl.config.choices import require_registered
 from mtrl.config.learner import LearnerConfig
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.names import unknown_env_message, unknown_tracker_message
@@ -137,18 +138,8 @@ class SchedulerConfig(ConfigModel):
         # The plugin registry's names come as context key ``scheduler_policies``; without it
         # only the built-ins are known, so typos are still caught.
         known = (info.context or {}).get("scheduler_policies")
-        names = sorted(cls.BUILTIN_POLICIES if known is None else known)
-        if policy not in names:
-            import difflib
-
-            hint = difflib.get_close_matches(policy, names, n=1, cutoff=0.6)
-            fix = f"did you mean {hint[0]!r}?" if hint else f"known: {', '.join(names) or '-'}"
-            raise PydanticCustomError(
-                "unknown_policy",
-                "Input should be a registered scheduling policy, not '{policy}'; {fix}",
-                {"policy": policy, "fix": fix},
-            )
-        return policy
+        names = cls.BUILTIN_POLICIES if known is None else known
+        return require_registered(policy, names, "scheduling policy", "unknown_policy")
 
 
 class WandbConfig(ConfigModel):
@@ -222,6 +213,12 @@ class CheckpointConfig(ConfigModel):
     """Checkpoint after this many seconds since the last one (None: not by time)."""
     keep_last: PositiveInt = 3
     """Checkpoints kept; older ones are deleted."""
+    replay: bool = False
+    """Keep a replay-based rule's replay contents (``learner.algorithm: sac``) in each
+    checkpoint, so a resumed run trains on the same data at once. Off: checkpoints stay the
+    size of the model, and a resumed run refills its replay (``learner.sac.learning_starts``
+    transitions per task) before it trains again. Each checkpoint then holds the filled part
+    of every task's replay (``keep_last`` of them on disk)."""
 
 
 class ActorsConfig(ConfigModel):
@@ -285,6 +282,12 @@ class ExperimentConfig(ConfigModel):
                     {"i": i, "j": seen[task.key], "name": task.key},
                 )
             seen[task.key] = i
+        return self
+
+    @model_validator(mode="after")
+    def _replay_in_checkpoints(self) -> ExperimentConfig:
+        # The learner is built from ``learner`` alone; this is how it learns checkpoint.replay.
+        self.learner.sac._checkpoint_replay = self.checkpoint.replay
         return self
 
     def task_seed(self, index: int) -> int:

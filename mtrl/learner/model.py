@@ -80,6 +80,9 @@ class MultiTaskModel(nn.Module):
         if len(tasks) == 0:
             raise ValueError("MultiTaskModel needs at least one task")
         self.num_tasks = len(tasks)
+        self.spaces = tuple(tasks)
+        """The spaces each task was built for (what a rule that builds more for the tasks —
+        critics, replay storage — reads)."""
         torso_dim = cfg.torso[-1] if cfg.torso else cfg.encoder_dim
         self.hidden_dim = cfg.core.hidden if cfg.core is not None else torso_dim
         encoders, heads, masked = [], [], []

@@ -1,0 +1,49 @@
+"""What the SAC rule can train, checked when the learner is built (the spaces are known then,
+not when the config is parsed; a recurrent core is refused by the config itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from gymnasium import spaces
+
+from mtrl.errors import UserError
+from mtrl.learner.encoders import ACTION_MASK_KEY
+from mtrl.learner.model import TaskSpaces
+
+__all__ = ["SacUnsupportedError", "check_tasks"]
+
+_FIX = "use learner.algorithm: impala for it, or leave the task out"
+
+
+class SacUnsupportedError(UserError):
+    """A task the SAC rule cannot train (its action space, or an action mask)."""
+
+
+def _problem(task: TaskSpaces) -> str | None:
+    act = task.action_space
+    if isinstance(act, spaces.Discrete):
+        obs = task.observation_space
+        if isinstance(obs, spaces.Dict) and ACTION_MASK_KEY in obs.spaces:
+            return f"its observation carries an {ACTION_MASK_KEY!r}, which SAC does not apply"
+        return None
+    if isinstance(act, spaces.Box):
+        low, high = np.asarray(act.low, np.float64), np.asarray(act.high, np.float64)
+        if not (np.isfinite(low) & np.isfinite(high) & (high > low)).all():
+            return (
+                f"its Box action space {act} is not bounded on every dimension; SAC squashes "
+                "actions into finite [low, high] bounds"
+            )
+        return None
+    return f"its action space is {act}; SAC supports Discrete and bounded Box actions"
+
+
+def check_tasks(tasks: Sequence[TaskSpaces], names: Sequence[str]) -> None:
+    """Raise :class:`SacUnsupportedError` naming the first task SAC cannot train."""
+    for i, (task, name) in enumerate(zip(tasks, names, strict=True)):
+        problem = _problem(task)
+        if problem is not None:
+            raise SacUnsupportedError(
+                f"learner.algorithm: sac cannot train tasks[{i}] ({name!r}): {problem}; {_FIX}"
+            )

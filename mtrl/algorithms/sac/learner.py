@@ -1,0 +1,415 @@
+"""The SAC learning rule (``learner.algorithm: sac``): multi-task soft actor-critic over a
+per-task replay, behind the same :class:`~mtrl.learner.protocol.Learner` protocol as IMPALA.
+
+One :meth:`SacLearner.update` (the trainer calls it with fresh unrolls, one
+:class:`~mtrl.learner.batch.TaskBatch` each):
+
+1. every unroll is copied into its task's :class:`~mtrl.replay.TaskReplay` (transitions with
+   their next observation; reset steps never sampled);
+2. the new env steps of the tasks whose replay holds ``learning_starts`` transitions owe
+   ``replay_ratio x steps / batch_size`` gradient steps, the fraction carried
+   (:class:`~mtrl.algorithms.sac.sampling.ReplayRatio`);
+3. each gradient step draws one batch across the ready tasks, each in proportion to its share
+   of the weighted fresh data (:class:`~mtrl.algorithms.sac.sampling.TaskMix`), and takes a
+   critic step (clipped double-Q towards the soft target of the Polyak-averaged target
+   critics), a policy step and a temperature step (one learned ``α`` per task), then moves
+   the target critics by ``tau`` (:mod:`mtrl.algorithms.sac.losses` has the math);
+4. the policy version goes up by one; the trainer publishes ``model`` to the actors.
+
+The actors act with :attr:`SacLearner.model`, the trainer's
+:class:`~mtrl.learner.model.MultiTaskModel` with SAC's squashed-Gaussian heads on its ``Box``
+tasks (:mod:`mtrl.algorithms.sac.networks`); the critics are a separate network the actors never
+see. ``Discrete`` tasks use SAC-discrete (Christodoulou 2019): exact expectations over the
+categorical in the soft value, the policy loss and the entropy.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from mtrl.algorithms.sac import losses
+from mtrl.algorithms.sac.checks import check_tasks
+from mtrl.algorithms.sac.feed import batch_to_unroll
+from mtrl.algorithms.sac.networks import CriticInput, TwinCritic, install_policy_heads
+from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
+from mtrl.config import LearnerConfig
+from mtrl.config.sac import SacConfig
+from mtrl.learner.batch import TaskBatch
+from mtrl.learner.distributions import Categorical, DiagGaussian
+from mtrl.learner.model import MultiTaskModel, Obs, obs_to_tensor
+from mtrl.learner.optim import param_groups
+from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, UniformSampler
+
+__all__ = ["REFILL_NOTE", "SacLearner", "replay_nbytes"]
+
+REFILL_NOTE = (
+    "replay not in the checkpoint: refilling (each task trains again once its replay holds "
+    "learner.sac.learning_starts transitions; checkpoint.replay: true keeps it)"
+)
+"""What a run resumed from a checkpoint without replay contents says, once."""
+
+#: Per-task diagnostics summed over gradient steps (``learner/<task>/<name>``).
+DIAG_FIELDS = ("alpha", "entropy", "q", "td_error", "steps")
+
+
+def replay_nbytes(cfg: LearnerConfig, task: Any) -> int:
+    """Bytes one task's replay takes (``task`` has ``observation_space``/``action_space``)."""
+    return TransitionStorage.nbytes(
+        cfg.sac.replay_capacity, cfg.unroll_length, task.observation_space, task.action_space
+    )
+
+
+@dataclass
+class _Part:
+    """One task's share of a gradient step's batch, on the learner's device."""
+
+    task: int
+    obs: Obs
+    next_obs: Obs
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    weights: torch.Tensor
+    indices: np.ndarray
+
+
+def _target_entropy(space: spaces.Space, sac: SacConfig) -> float:
+    if isinstance(space, spaces.Box):
+        return sac.box_target_entropy * float(np.prod(space.shape))
+    return sac.discrete_target_entropy * math.log(int(space.n))
+
+
+def _rsample(dist: DiagGaussian) -> torch.Tensor:
+    """A reparameterised sample of the raw action (gradients flow to mean and log-std)."""
+    return dist.mean + dist.log_std.exp() * torch.randn_like(dist.mean)
+
+
+def _requires_grad(params: Sequence[torch.Tensor], flag: bool) -> None:
+    for p in params:
+        p.requires_grad_(flag)
+
+
+class SacLearner:
+    """Policy, twin critics and their targets, per-task temperatures and replays."""
+
+    distributed = False
+
+    def __init__(
+        self,
+        model: MultiTaskModel,
+        cfg: LearnerConfig,
+        task_names: Sequence[str],
+        lr_scales: Sequence[float] | None = None,
+    ) -> None:
+        """``model`` gets SAC's heads on its ``Box`` tasks here (before it reaches the
+        actors); ``lr_scales``: per task, a multiplier on the policy step size of its own
+        encoder and head (``TaskConfig.learning_rate_scale``)."""
+        check_tasks(model.spaces, task_names)
+        self.device = next(model.parameters()).device
+        install_policy_heads(model)
+        self.model = model.to(self.device)
+        self.cfg, self.sac = cfg, cfg.sac
+        self.task_names = list(task_names)
+        self.spaces = model.spaces
+        self.box = [isinstance(t.action_space, spaces.Box) for t in self.spaces]
+        k = len(task_names)
+        sac = self.sac
+        self.critic = TwinCritic(model, cfg.model).to(self.device)
+        self.target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.full(
+            (k,), math.log(sac.initial_alpha), device=self.device, requires_grad=True
+        )
+        self.target_entropy = torch.tensor(
+            [_target_entropy(t.action_space, sac) for t in self.spaces], device=self.device
+        )
+        value = {id(model.value_weight), id(model.value_bias)}  # SAC has no state value
+        groups = [
+            {**g, "params": [p for p in g["params"] if id(p) not in value]}
+            for g in param_groups(model, lr_scales)
+        ]
+        # Fused Adam: one kernel per step instead of one per tensor (SAC takes many small steps).
+        self.actor_opt = torch.optim.Adam(
+            [{**g, "lr": sac.actor_lr * g["lr_scale"]} for g in groups if g["params"]],
+            fused=True,
+        )
+        self.critic_params = list(self.critic.parameters())
+        self.target_params = list(self.target.parameters())
+        self.actor_params = [p for g in groups for p in g["params"]]
+        self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, fused=True)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, fused=True)
+        self.replays = [self._replay(i) for i in range(k)]
+        self.ratio = ReplayRatio(sac.replay_ratio, sac.batch_size)
+        self.mix = TaskMix(k)
+        # Seeded from torch's generator, which the trainer seeds from the run's seed.
+        self.rng = np.random.default_rng(int(torch.randint(2**62, ()).item()))
+        self.version = 0
+        self.gradient_steps = 0
+        self._losses: dict[str, float] = {}
+        self._diag = torch.zeros(k, len(DIAG_FIELDS), dtype=torch.float64, device=self.device)
+
+    def _replay(self, task: int) -> TaskReplay:
+        sac, space = self.sac, self.spaces[task]
+        storage = TransitionStorage(
+            task,
+            space.observation_space,
+            space.action_space,
+            self.cfg.unroll_length,
+            sac.replay_capacity,
+        )
+        sampler = (
+            PrioritizedSampler(storage.capacity, sac.priority_alpha, sac.priority_beta)
+            if sac.prioritized
+            else UniformSampler(storage.capacity)
+        )
+        return TaskReplay(storage, sampler)
+
+    @property
+    def local_tasks(self) -> list[int]:
+        """Every task (SAC runs on one learner process)."""
+        return list(range(len(self.task_names)))
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """Each task's temperature ``[K]`` (no gradient)."""
+        return self.log_alpha.detach().exp()
+
+    def set_progress(self, progress: float) -> None:
+        """Anneal the importance-sampling exponent of prioritized replay towards 1."""
+        if self.sac.prioritized:
+            p = min(max(float(progress), 0.0), 1.0)
+            beta = self.sac.priority_beta + (1.0 - self.sac.priority_beta) * p
+            for replay in self.replays:
+                replay.sampler.beta = beta
+
+    def ready_tasks(self) -> list[int]:
+        """Tasks whose replay holds at least ``learning_starts`` sampleable transitions."""
+        need = max(self.sac.learning_starts, 1)
+        return [k for k, r in enumerate(self.replays) if r.sampler.count >= need]
+
+    def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
+        """Store ``batches``, then take the gradient steps the replay ratio owes for them."""
+        weighted: dict[int, float] = {}
+        for b in batches:
+            self.replays[b.task].add_unroll(batch_to_unroll(b))
+            weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight
+        self.mix.observe(weighted)
+        ready = self.ready_tasks()
+        new_steps = sum(b.num_steps for b in batches if b.task in set(ready))
+        steps = self.ratio.steps(new_steps) if ready else 0
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        for _ in range(steps):
+            sums += self._gradient_step(ready)
+        self.gradient_steps += steps
+        self.version += 1
+        if steps:
+            critic, actor, temperature = (sums / steps).tolist()
+            self._losses = {
+                "losses/critic": critic,
+                "losses/actor": actor,
+                "losses/temperature": temperature,
+            }
+        return {
+            **self._losses,
+            "charts/learner_samples": float(steps * self.sac.batch_size),
+            "charts/learning_rate": self.sac.actor_lr,
+            "sac/gradient_steps": float(self.gradient_steps),
+            "sac/ready_tasks": float(len(ready)),
+        }
+
+    # -- one gradient step --------------------------------------------------------------------
+
+    def _sample(self, ready: Sequence[int]) -> list[_Part]:
+        counts = self.mix.split(self.sac.batch_size, ready, self.rng)
+        parts = []
+        dev = self.device
+        for task, n in zip(ready, counts, strict=True):
+            if n == 0:
+                continue
+            tb, indices, weights = self.replays[task].sample(int(n), self.rng)
+            parts.append(
+                _Part(
+                    task=task,
+                    obs=obs_to_tensor(tb.obs, dev),
+                    next_obs=obs_to_tensor(tb.next_obs, dev),
+                    actions=torch.as_tensor(tb.actions, device=dev),
+                    rewards=torch.as_tensor(tb.rewards, device=dev),
+                    terminated=torch.as_tensor(tb.terminated, device=dev),
+                    weights=torch.as_tensor(weights, device=dev),
+                    indices=indices,
+                )
+            )
+        return parts
+
+    def _policy(self, task: int, obs: Obs) -> DiagGaussian | Categorical:
+        model = self.model
+        return model.policy(task, model.embed(task, obs))
+
+    def _act(self, part: _Part, obs: Obs) -> tuple[CriticInput, torch.Tensor, Any]:
+        """The policy at ``obs``: the critic input (a reparameterised squashed action for a
+        Box task), the entropy estimate ``[n]`` and what the losses need (the sample's
+        log-density, or all log-probabilities)."""
+        dist = self._policy(part.task, obs)
+        if self.box[part.task]:
+            u = _rsample(dist)
+            logp = losses.squashed_log_prob(dist.log_prob(u), u, dist.log_half_width)
+            return CriticInput(part.task, obs, torch.tanh(u)), -logp, logp
+        return CriticInput(part.task, obs), losses.discrete_entropy(dist.log_probs), dist.log_probs
+
+    def _gradient_step(self, ready: Sequence[int]) -> torch.Tensor:
+        """One critic, policy and temperature step on a fresh mixed batch; returns the three
+        losses (float64 ``[3]``, on the device)."""
+        parts = self._sample(ready)
+        alpha = self.alpha
+        sac = self.sac
+        # Soft targets from the target critics at the next observations.
+        with torch.no_grad():
+            nxt = [self._act(p, p.next_obs) for p in parts]
+            tq1, tq2 = self.target([n[0] for n in nxt])
+            targets = []
+            for p, (_, _, aux), q1, q2 in zip(parts, nxt, tq1, tq2, strict=True):
+                a = alpha[p.task]
+                if self.box[p.task]:
+                    v = losses.continuous_next_value(q1, q2, aux, a)
+                else:
+                    v = losses.discrete_next_value(q1, q2, aux, a.expand(len(q1)))
+                targets.append(losses.soft_target(p.rewards, p.terminated, self.cfg.gamma, v))
+        # Critics.
+        inputs = [
+            CriticInput(p.task, p.obs, torch.tanh(p.actions) if self.box[p.task] else None)
+            for p in parts
+        ]
+        q1s, q2s = self.critic(inputs)
+        q1s = [self._taken(p, q) for p, q in zip(parts, q1s, strict=True)]
+        q2s = [self._taken(p, q) for p, q in zip(parts, q2s, strict=True)]
+        y = torch.cat(targets)
+        q1, q2 = torch.cat(q1s), torch.cat(q2s)
+        critic_loss = losses.critic_loss(q1, q2, y, torch.cat([p.weights for p in parts])).mean()
+        self._step(self.critic_opt, critic_loss, self.critic_params)
+        td = (0.5 * ((q1 - y).abs() + (q2 - y).abs())).detach()
+        # Policy, through frozen critics.
+        _requires_grad(self.critic_params, False)
+        now = [self._act(p, p.obs) for p in parts]
+        pq1, pq2 = self.critic([n[0] for n in now])
+        _requires_grad(self.critic_params, True)
+        actor_terms, entropies = [], []
+        for p, (_, entropy, aux), q1k, q2k in zip(parts, now, pq1, pq2, strict=True):
+            a = alpha[p.task].expand(len(entropy))
+            if self.box[p.task]:
+                actor_terms.append(losses.continuous_actor_loss(aux, q1k, q2k, a))
+            else:
+                actor_terms.append(losses.discrete_actor_loss(aux, q1k, q2k, a))
+            entropies.append(entropy.detach())
+        actor_loss = torch.cat(actor_terms).mean()
+        self._step(self.actor_opt, actor_loss, self.actor_params)
+        # Temperatures: each task's own, from its mean entropy in this batch.
+        tasks = torch.tensor([p.task for p in parts], device=self.device)
+        mean_h = torch.stack([h.mean() for h in entropies])
+        alpha_loss = losses.temperature_loss(
+            self.log_alpha[tasks], mean_h, self.target_entropy[tasks]
+        ).sum()
+        self._step(self.alpha_opt, alpha_loss, [self.log_alpha])
+        with torch.no_grad():
+            torch._foreach_lerp_(self.target_params, self.critic_params, sac.tau)
+        self._record(parts, alpha, entropies, q1s, td)
+        if sac.prioritized:
+            for p, td_k in zip(parts, td.split([len(p.rewards) for p in parts]), strict=True):
+                self.replays[p.task].update_priorities(p.indices, td_k.cpu().numpy())
+        return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double()
+
+    def _taken(self, part: _Part, q: torch.Tensor) -> torch.Tensor:
+        """``Q`` of the stored actions: a Discrete task's row gathered at its action."""
+        if self.box[part.task]:
+            return q
+        return q.gather(-1, part.actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def _step(
+        self, opt: torch.optim.Optimizer, loss: torch.Tensor, params: Sequence[torch.Tensor]
+    ) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.sac.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(params, self.sac.max_grad_norm)
+        opt.step()
+
+    def _record(
+        self,
+        parts: Sequence[_Part],
+        alpha: torch.Tensor,
+        entropies: Sequence[torch.Tensor],
+        q1s: Sequence[torch.Tensor],
+        td: torch.Tensor,
+    ) -> None:
+        """Add this step's per-task means to the diagnostics window."""
+        tds = td.split([len(p.rewards) for p in parts])
+        for p, h, q, d in zip(parts, entropies, q1s, tds, strict=True):
+            row = torch.stack([alpha[p.task], h.mean(), q.detach().mean(), d.mean()])
+            self._diag[p.task, :4] += row.double()
+            self._diag[p.task, 4] += 1
+
+    def pop_diagnostics(self) -> dict[str, float]:
+        """Per-task means over the gradient steps since the last call: ``learner/<task>/
+        alpha``, ``entropy`` (of the action the env receives), ``q`` (of the sampled
+        actions), ``td_error`` (mean |δ| of the twin critics), and the replay's size."""
+        diag = self._diag.to("cpu", copy=True)  # .cpu() of a CPU tensor is itself
+        self._diag.zero_()
+        out: dict[str, float] = {}
+        for k, name in enumerate(self.task_names):
+            out[f"learner/{name}/replay_transitions"] = float(self.replays[k].sampler.count)
+            steps = float(diag[k, 4])
+            if steps:
+                for i, field in enumerate(DIAG_FIELDS[:4]):
+                    out[f"learner/{name}/{field}"] = float(diag[k, i]) / steps
+        return out
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimisers, temperatures, counters and, with ``checkpoint.replay``, each
+        task's replay (tensors sharing the replay's memory: save before the next update)."""
+        state: dict[str, Any] = {
+            "model": self.model.state_dict(),
+            "critic": self.critic.state_dict(),
+            "target_critic": self.target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "actor_optimizer": self.actor_opt.state_dict(),
+            "critic_optimizer": self.critic_opt.state_dict(),
+            "alpha_optimizer": self.alpha_opt.state_dict(),
+            "version": self.version,
+            "gradient_steps": self.gradient_steps,
+            "carry": self.ratio.carry,
+            "mix": torch.from_numpy(self.mix.weighted.copy()),
+            "rng": self.rng.bit_generator.state,
+        }
+        if self.sac.checkpoint_replay:
+            state["replay"] = [r.state_dict() for r in self.replays]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`; without replay contents, say so and refill."""
+        self.model.load_state_dict(state["model"])
+        self.critic.load_state_dict(state["critic"])
+        self.target.load_state_dict(state["target_critic"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.actor_opt.load_state_dict(state["actor_optimizer"])
+        self.critic_opt.load_state_dict(state["critic_optimizer"])
+        self.alpha_opt.load_state_dict(state["alpha_optimizer"])
+        self.version = int(state["version"])
+        self.gradient_steps = int(state["gradient_steps"])
+        self.ratio.carry = float(state["carry"])
+        self.mix.weighted[:] = state["mix"].numpy()
+        self.rng.bit_generator.state = state["rng"]
+        if "replay" in state:
+            for replay, saved in zip(self.replays, state["replay"], strict=True):
+                replay.load_state_dict(saved)
+        else:
+            print(REFILL_NOTE, flush=True)

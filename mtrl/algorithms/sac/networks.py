@@ -1,0 +1,164 @@
+"""SAC's networks: the squashed-Gaussian policy head the actors act with, and the twin
+multi-task critics.
+
+**Policy.** The actors act through :class:`~mtrl.learner.model.MultiTaskModel` unchanged
+(``model.policy(task, model.embed(task, obs))`` → sample → :func:`~mtrl.learner.distributions.
+env_actions`), so SAC keeps that model and swaps only the policy head of each ``Box`` task for
+:class:`SquashedGaussianHead`: a mean *and a state-dependent log-std* from the features (SAC's
+policy; the shared head's log-std is one learned constant). Its distribution is the same
+:class:`~mtrl.learner.distributions.DiagGaussian` over the raw action ``u``, and the env gets
+``low + (tanh(u) + 1) / 2 · (high − low)`` — exactly SAC's tanh squash rescaled to the
+bounds, done by the actors' existing code. ``Discrete`` tasks keep the shared categorical head.
+
+**Critics.** :class:`MultiTaskCritic` has its *own* per-task encoders and shared torso, built
+from the same :class:`~mtrl.config.learner.ModelConfig`, rather than sharing the policy's.
+Sharing would let the critic's TD gradients and the policy's gradients pull one encoder in two
+directions at two step sizes (SAC-AE, Yarats et al. 2021, found the policy's gradient through
+a shared encoder hurts and detaches it); separate networks are SAC's own arrangement and the
+simplest that is robust across observation kinds, at twice the encoder cost. A ``Box`` task's
+critic reads the squashed action ``tanh(u)`` (in ``[-1, 1]`` whatever the env's bounds) joined
+to its encoded observation by a per-task layer before the shared torso, and its head gives one
+``Q``; a ``Discrete(n)`` task's head gives ``Q`` of all ``n`` actions (SAC-discrete), so its
+torso input is the encoded observation alone. The twin critics are two such networks
+(:class:`TwinCritic`), each with its own Polyak-averaged target copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from mtrl.config.learner import ModelConfig
+from mtrl.learner.distributions import LOG_STD_MAX, LOG_STD_MIN, DiagGaussian
+from mtrl.learner.encoders import activation, make_encoder, make_mlp, ortho_init
+from mtrl.learner.model import MultiTaskModel, Obs
+
+__all__ = [
+    "CriticInput",
+    "MultiTaskCritic",
+    "SquashedGaussianHead",
+    "TwinCritic",
+    "install_policy_heads",
+]
+
+
+class SquashedGaussianHead(nn.Module):
+    """Features → mean and log-std of the raw action ``u`` (state-dependent, SAC's policy).
+
+    The log-std is squashed smoothly into ``[LOG_STD_MIN, LOG_STD_MAX]`` (a tanh, as
+    CleanRL's SAC does) so its gradient never dies at a hard clamp. ``log_half_width`` (NaN
+    where a dim is unbounded) makes :meth:`DiagGaussian.entropy` the squashed action's.
+    """
+
+    supports_mask = False
+    squashed = True
+
+    def __init__(self, in_dim: int, space: spaces.Box) -> None:
+        super().__init__()
+        self.act_shape = tuple(int(d) for d in space.shape)
+        size = int(np.prod(self.act_shape))
+        self.mean = ortho_init(nn.Linear(in_dim, size), gain=0.01)
+        self.log_std = ortho_init(nn.Linear(in_dim, size), gain=0.01)
+        half = (np.asarray(space.high, np.float64) - np.asarray(space.low, np.float64)) / 2
+        lhw = torch.as_tensor(np.log(np.broadcast_to(half, self.act_shape)), dtype=torch.float32)
+        self.log_half_width: torch.Tensor
+        self.register_buffer("log_half_width", lhw, persistent=False)
+
+    def forward(self, h: torch.Tensor, action_mask: torch.Tensor | None = None) -> DiagGaussian:
+        if action_mask is not None:
+            raise ValueError("an action_mask is meaningless for a Box action space")
+        shape = (*h.shape[:-1], *self.act_shape)
+        mean = self.mean(h).reshape(shape)
+        squash = torch.tanh(self.log_std(h).reshape(shape))
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squash + 1)
+        return DiagGaussian(mean, log_std, len(self.act_shape), self.log_half_width)
+
+
+def install_policy_heads(model: MultiTaskModel) -> None:
+    """Give every ``Box`` task of ``model`` a :class:`SquashedGaussianHead` (in place)."""
+    for k, task in enumerate(model.spaces):
+        if isinstance(task.action_space, spaces.Box):
+            model.policy_heads[k] = SquashedGaussianHead(model.hidden_dim, task.action_space)
+
+
+@dataclass
+class CriticInput:
+    """One task's part of a critic batch: observations ``[n, *obs]`` and, for a ``Box`` task,
+    squashed actions ``[n, *act]`` in ``[-1, 1]`` (None for a ``Discrete`` task)."""
+
+    task: int
+    obs: Obs
+    action: torch.Tensor | None = None
+
+
+class MultiTaskCritic(nn.Module):
+    """``Q`` of every task: per-task encoder (+ action join) → shared torso → per-task head.
+
+    :meth:`forward` takes several tasks' inputs and runs the torso once over all of them;
+    a ``Box`` task's output is ``[n]``, a ``Discrete(n_a)`` task's ``[n, n_a]``.
+    """
+
+    def __init__(
+        self, action_spaces: Sequence[spaces.Space], obs_spaces: Sequence, cfg: ModelConfig
+    ):
+        super().__init__()
+        dim = cfg.encoder_dim
+        width = cfg.torso[-1] if cfg.torso else dim
+        encoders, joins, heads = [], [], []
+        self.continuous: list[bool] = []
+        for k, (obs_space, act_space) in enumerate(zip(obs_spaces, action_spaces, strict=True)):
+            encoders.append(make_encoder(obs_space, cfg, f"task {k} critic encoder"))
+            box = isinstance(act_space, spaces.Box)
+            self.continuous.append(box)
+            if box:
+                size = int(np.prod(act_space.shape))
+                joins.append(
+                    nn.Sequential(
+                        ortho_init(nn.Linear(dim + size, dim)), activation(cfg.activation)
+                    )
+                )
+                heads.append(ortho_init(nn.Linear(width, 1), gain=1.0))
+            else:
+                joins.append(nn.Identity())
+                heads.append(ortho_init(nn.Linear(width, int(act_space.n)), gain=1.0))
+        self.encoders = nn.ModuleList(encoders)
+        self.joins = nn.ModuleList(joins)
+        self.torso = make_mlp(dim, cfg.torso, cfg.activation)
+        self.heads = nn.ModuleList(heads)
+
+    def forward(self, inputs: Sequence[CriticInput]) -> list[torch.Tensor]:
+        xs = []
+        for part in inputs:
+            x = self.encoders[part.task](part.obs)
+            if self.continuous[part.task]:
+                a = part.action.reshape(x.shape[0], -1).to(x.dtype)
+                x = self.joins[part.task](torch.cat([x, a], dim=-1))
+            xs.append(x)
+        h = self.torso(torch.cat(xs)).split([x.shape[0] for x in xs])
+        out = []
+        for part, hk in zip(inputs, h, strict=True):
+            q = self.heads[part.task](hk)
+            out.append(q.squeeze(-1) if self.continuous[part.task] else q)
+        return out
+
+
+class TwinCritic(nn.Module):
+    """Two independent :class:`MultiTaskCritic` networks (clipped double-Q, Fujimoto et al.
+    2018): :meth:`forward` returns both critics' outputs per task."""
+
+    def __init__(self, model: MultiTaskModel, cfg: ModelConfig) -> None:
+        super().__init__()
+        obs = [t.observation_space for t in model.spaces]
+        act = [t.action_space for t in model.spaces]
+        self.q1 = MultiTaskCritic(act, obs, cfg)
+        self.q2 = MultiTaskCritic(act, obs, cfg)
+
+    def forward(
+        self, inputs: Sequence[CriticInput]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        return self.q1(inputs), self.q2(inputs)

@@ -1,0 +1,68 @@
+"""The SAC learning rule's settings (``learner.sac``; used when ``learner.algorithm: sac``).
+
+Soft actor-critic (Haarnoja et al. 2018) over a per-task replay, multi-task as in Meta-World's
+MT-SAC (Yu et al. 2019), with SAC-discrete (Christodoulou 2019) for ``Discrete`` actions; the
+rule itself is :mod:`mtrl.algorithms.sac`. ``learner.gamma`` is its discount; IMPALA's fields
+(``learning_rate``, ``lr_schedule``, ``optimizer``, the entropy and value coefficients,
+PopArt) do not apply to it.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
+
+from mtrl.config.base import ConfigModel
+
+
+class SacConfig(ConfigModel):
+    """Replay, sampling and optimisation of the SAC rule."""
+
+    replay_capacity: PositiveInt = 1_000_000
+    """Transitions kept per task (rounded up to whole unrolls of one env copy); the oldest are
+    overwritten. Each task's replay lives in host memory, counted by the pre-flight check."""
+    replay_ratio: PositiveFloat = 256.0
+    """Samples trained per env step, whatever the actors' speed: each update takes
+    ``replay_ratio x new env steps / batch_size`` gradient steps (the fraction carried to the
+    next). 256 with ``batch_size: 256`` is SAC's one gradient step per env step."""
+    batch_size: PositiveInt = 256
+    """Transitions per gradient step, drawn across the tasks (each task's share is its share of
+    the weighted fresh data: its target share while ``scheduler.loss_weights`` is on)."""
+    learning_starts: NonNegativeInt = 5000
+    """Transitions a task's replay holds before it is sampled (and its env steps owe gradient
+    steps); until then its actors act with the untrained policy."""
+    tau: float = Field(default=0.005, gt=0, le=1)
+    """Polyak step of the target critics after every gradient step (1: a plain copy)."""
+    critic_lr: PositiveFloat = 3e-4
+    """Adam step size of the twin critics."""
+    actor_lr: PositiveFloat = 3e-4
+    """Adam step size of the policy (times a task's ``learning_rate_scale`` for its own encoder
+    and head)."""
+    alpha_lr: PositiveFloat = 3e-4
+    """Adam step size of each task's log-temperature."""
+    initial_alpha: PositiveFloat = 1.0
+    """Every task's temperature at the start."""
+    box_target_entropy: float = -1.0
+    """Target entropy of a ``Box`` task per action dimension: the target is this times
+    ``|A|`` (SAC's ``-|A|`` by default), measured on the action the env receives."""
+    discrete_target_entropy: float = Field(default=0.5, gt=0, lt=1)
+    """Target entropy of a ``Discrete(n)`` task as a fraction of ``log n`` (the uniform
+    policy's entropy). SAC-discrete's 0.98 keeps the policy nearly uniform; 0.5 lets a task
+    such as CartPole act decisively while exploring."""
+    prioritized: bool = False
+    """Prioritized replay (Schaul et al. 2016) by the critics' TD errors, per task."""
+    priority_alpha: float = Field(default=0.6, ge=0)
+    """Prioritisation exponent (0: uniform)."""
+    priority_beta: float = Field(default=0.4, ge=0, le=1)
+    """Importance-sampling exponent at the start; it rises linearly to 1 over the run."""
+    max_grad_norm: PositiveFloat | None = None
+    """Global gradient-norm clip of each of the three optimisers (None: no clipping, as in
+    SAC)."""
+
+    _checkpoint_replay: bool = PrivateAttr(default=False)
+    """``checkpoint.replay``, set by :class:`~mtrl.config.models.ExperimentConfig` (the
+    learner receives ``learner`` only): whether ``state_dict`` includes the replay."""
+
+    @property
+    def checkpoint_replay(self) -> bool:
+        """Whether checkpoints keep the replay's contents (``checkpoint.replay``)."""
+        return self._checkpoint_replay
