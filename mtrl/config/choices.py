@@ -11,9 +11,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 from mtrl.names import suggest_env_ids
 
-__all__ = ["choice_error_hint", "closest_choice", "did_you_mean"]
+__all__ = ["choice_error_hint", "closest_choice", "did_you_mean", "require_registered"]
 
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 """A quoted value in pydantic's ``expected`` list (``'serial', 'process' or 'ray'``)."""
@@ -40,3 +42,19 @@ def choice_error_hint(err: dict[str, Any]) -> str:
         return ""
     expected = str((err.get("ctx") or {}).get("expected", ""))
     return did_you_mean(err.get("input"), (a or b for a, b in _QUOTED.findall(expected)))
+
+
+def require_registered(value: str, known: Iterable[str], what: str, code: str) -> str:
+    """``value`` if it is one of the ``known`` names a plugin registered (a scheduling policy,
+    a learning rule); else the validation error ``"Input should be a registered <what>, not
+    '<value>'; did you mean ...?"`` (or the known names when none is close)."""
+    names = sorted(known)
+    if value in names:
+        return value
+    hint = closest_choice(value, names)
+    fix = f"did you mean {hint!r}?" if hint else f"known: {', '.join(names) or '-'}"
+    raise PydanticCustomError(
+        code,
+        "Input should be a registered {what}, not '{value}'; {fix}",
+        {"what": what, "value": value, "fix": fix},
+    )
