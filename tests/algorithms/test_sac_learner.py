@@ -164,3 +164,21 @@ def test_the_state_is_plain_data_and_keeps_the_replay_when_asked(replay: bool) -
         first = learner.update(batches)
         torch.manual_seed(7)
         assert other.update(batches) == first
+
+
+def test_prioritized_replay_takes_the_critics_td_errors() -> None:
+    learner = _learner(
+        "{prioritized: true, priority_beta: 0.4, replay_ratio: 4, batch_size: 16, "
+        "learning_starts: 1}"
+    )
+    learner.set_progress(0.5)
+    assert [r.sampler.beta for r in learner.replays] == [0.7, 0.7]
+    rng = np.random.default_rng(6)
+    learner.update([_batch(0, 4, rng), _batch(1, 4, rng)])  # 64 env steps: 16 gradient steps
+    assert learner.gradient_steps == 16
+    for replay in learner.replays:
+        leaves = replay.sampler.tree.leaves[: replay.storage.capacity]
+        live = leaves[leaves > 0]
+        # Items entered at priority 1; the drawn ones now hold (|TD| + eps)^alpha.
+        assert len(np.unique(live)) > 2 and replay.sampler.max_priority > 1.0
+        assert live.max() <= replay.sampler.max_priority**0.6

@@ -203,7 +203,8 @@ class SacLearner:
             weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight
         self.mix.observe(weighted)
         ready = self.ready_tasks()
-        new_steps = sum(b.num_steps for b in batches if b.task in set(ready))
+        ready_set = set(ready)
+        new_steps = sum(b.num_steps for b in batches if b.task in ready_set)
         steps = self.ratio.steps(new_steps) if ready else 0
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         for _ in range(steps):
