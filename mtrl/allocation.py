@@ -9,8 +9,8 @@ timer, the :class:`~mtrl.unroll_queue.UnrollQueue` its gate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool
 from mtrl.errors import UserError
 from mtrl.scheduler import Rebalancer
 from mtrl.unroll_queue import UnrollQueue
@@ -18,7 +18,7 @@ from mtrl.unroll_queue import UnrollQueue
 __all__ = ["observe_faults", "rebalance", "set_share_targets"]
 
 
-def observe_faults(pool: Any, rebalancer: Rebalancer, names: Sequence[str]) -> None:
+def observe_faults(pool: ActorPool, rebalancer: Rebalancer, names: Sequence[str]) -> None:
     """Report the pool's new actor failures and quarantines to the scheduler; raise
     :class:`UserError` once every task is quarantined (nothing left to train)."""
     for ev in pool.events():
@@ -42,18 +42,20 @@ def observe_faults(pool: Any, rebalancer: Rebalancer, names: Sequence[str]) -> N
         )
 
 
-def set_share_targets(pool: Any, queue: UnrollQueue, shares: Sequence[float | None]) -> None:
+def set_share_targets(pool: ActorPool, queue: UnrollQueue, shares: Sequence[float | None]) -> None:
     """Target shares for the gate and the loss weights: the tasks that have one (only the
     rebalancer's actor tasks do) and actors running."""
     actors = pool.actors_per_task()
     queue.set_targets([s if actors[i] > 0 else None for i, s in enumerate(shares)])
 
 
-def rebalance(pool: Any, rebalancer: Rebalancer, queue: UnrollQueue, names: Sequence[str]) -> None:
+def rebalance(
+    pool: ActorPool, rebalancer: Rebalancer, queue: UnrollQueue, names: Sequence[str]
+) -> None:
     """Apply the scheduler's decision when one is due (parallel pools only)."""
-    if not hasattr(pool, "set_actors"):
+    if not isinstance(pool, ScalablePool):
         return
-    slots = pool.budget_slots() if hasattr(pool, "budget_slots") else None
+    slots = pool.budget_slots() if isinstance(pool, ClusterPool) else None
     if slots is not None:  # Ray: the budget follows the cluster's nodes
         rebalancer.set_slots(slots)
     current = pool.actors_per_task()

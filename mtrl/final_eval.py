@@ -9,10 +9,11 @@ return in the final table and into the last metrics record as ``eval/<task>/gree
 
 Anakin tasks play through the numpy face of their tensor-native env. A task whose actors
 failed and recovered is evaluated like any other (an env that raises here is reported and the
-run's results stand; an external simulation's own step timeout ends a hang). Left out, with a
-line saying why (the table shows '-'):
+run's results stand). Left out, with a line saying why (the table shows '-'):
 
 * a quarantined task: its envs kept failing; ``mtrl eval`` it once they are fixed;
+* a task whose env hung in training: the evaluation steps it in this process, where a hang
+  could not be cut short (an actor's is, by killing the actor), and the run would never end;
 * a task that made no env steps in training ("no steps"): its policy never learned, and an
   eval of it would only launch its env to report an untrained score;
 * every task when the model is split over the ranks (``learner.parallel.model_parallel``
@@ -85,6 +86,12 @@ def final_eval(
     for i, task_faults in enumerate(faults):
         if task_faults.quarantined:
             print(f"greedy eval skipped for {names[i]}: quarantined (its envs kept failing)")
+            continue
+        if task_faults.by_kind.get("hang", 0):
+            print(
+                f"greedy eval skipped for {names[i]}: its env hung in training (a hang here "
+                "could not be stopped); `mtrl eval RUN_DIR --greedy` plays it on its own"
+            )
             continue
         if env_steps is not None and env_steps[i] == 0:
             print(f"greedy eval skipped for {names[i]}: no steps (it made none in training)")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mtrl.actors.pool_protocol import ActorPool, ScalablePool
 from mtrl.checkpoint import capture_rng_state, checkpoint_step, load_latest, restore_rng_state
 from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
 from mtrl.errors import MtrlError
@@ -33,8 +34,8 @@ class Resumable(Protocol):
     learner: Any
     """Has ``state_dict``/``load_state_dict`` and ``version``."""
     model: torch.nn.Module
-    pool: Any
-    """Has ``publish(model, version)`` and ``actors_per_task()`` (``set_actors`` if it can)."""
+    pool: ActorPool
+    """Republished to after a restore; a :class:`ScalablePool` gets the saved actor counts."""
     updates: int
     elapsed_before: float
     progress: Sequence[TaskProgress]
@@ -92,7 +93,7 @@ def restore(trainer: Resumable, state: dict[str, Any]) -> None:
         p.returns.extend(t["returns"])
         p.lengths.extend(t["lengths"])
         p.env_seconds, p.samples = float(t["env_seconds"]), int(t["samples"])
-    if hasattr(trainer.pool, "set_actors") and state.get("actors"):
+    if isinstance(trainer.pool, ScalablePool) and state.get("actors"):
         trainer.pool.set_actors(list(state["actors"]))
     restore_rng_state(state["rng"])
 

@@ -22,6 +22,7 @@ import torch
 from mtrl import run_state
 from mtrl.actors.factory import make_pool
 from mtrl.actors.pool import TaskSetup
+from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
 from mtrl.algorithms import make_learner
@@ -83,7 +84,7 @@ class Trainer:
         if not self.ctx.is_main:
             write_run_dir, console = False, False
         seed_offset += 7919 * self.ctx.rank * max(t.num_envs for t in cfg.tasks)
-        self.pool: Any = None
+        self.pool: ActorPool | None = None
         self.tracker: Any = None
         sc = cfg.scheduler
         self.queue = UnrollQueue(
@@ -96,7 +97,6 @@ class Trainer:
         self._capped_said: set[int] = set()
         self._short_said = False
         self.stall = StallWatch(cfg.tracking.stall_warning_s)
-        serial = cfg.actors.mode == "serial"
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
         self.anakin: list[AnakinRunner] = []
         self.run_dir: Path | None = run_dir if self.ctx.is_main else None  # rank 0 writes
@@ -138,11 +138,11 @@ class Trainer:
                 elif actor_tasks[i] is None:
                     env.close()
                     envs[i] = None
-            self.pool = make_pool(cfg, actor_tasks, envs, self.model)
-            if not serial:
+            pool = self.pool = make_pool(cfg, actor_tasks, envs, self.model)
+            if isinstance(pool, ScalablePool):  # the serial pool runs each task once
                 first = self.rebalancer.initial()
-                self.pool.set_actors(first.counts)
-                set_share_targets(self.pool, self.queue, first.shares)
+                pool.set_actors(first.counts)
+                set_share_targets(pool, self.queue, first.shares)
         except BaseException:
             for env in envs:
                 if env is not None:
@@ -392,7 +392,8 @@ class Trainer:
             self._capped_said.add(i)
             print(f"WARNING: {self.queue.capped_message(i, self.names[i])}")
         faults = [f.as_metrics() for f in self.pool.faults]
-        record.update(getattr(self.pool, "metrics", dict)())  # Ray: actors per node
+        if isinstance(self.pool, ClusterPool):  # Ray: actors per node
+            record.update(self.pool.metrics())
         record.update(
             task_metrics(self.results(), self.progress, faults, self.pool.actors_per_task())
         )

@@ -15,10 +15,10 @@ from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 
 
-def test_a_recovered_task_keeps_its_eval_one_without_steps_and_a_quarantined_one_do_not(
+def test_a_recovered_task_keeps_its_eval_but_idle_quarantined_and_hung_ones_do_not(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    names = ["recovered", "idle", "quarantined", "clean"]
+    names = ["recovered", "idle", "quarantined", "clean", "hung"]
     cfg = ExperimentConfig.model_validate(
         {
             "tasks": [{"env": "gymnasium/CartPole-v1", "name": n} for n in names],
@@ -34,10 +34,12 @@ def test_a_recovered_task_keeps_its_eval_one_without_steps_and_a_quarantined_one
     faults[0].record_unroll(now + 1)  # its actor was restarted and delivered again
     faults[2].record_fault("hang", "hung again", now)
     faults[2].quarantined = True
+    faults[4].record_fault("hang", "a step outlived step_timeout_s", now)
+    faults[4].record_unroll(now + 1)  # restarted and delivering, but it hung once
     record: dict[str, float] = {}
     out = final_eval(
         cfg, model, specs, [t.key for t in cfg.tasks], faults, record, DistContext.from_env({}),
-        env_steps=[640, 0, 320, 640],
+        env_steps=[640, 0, 320, 640, 640],
     )  # fmt: skip
     assert sorted(out.returns) == [0, 3]
     assert math.isfinite(record["eval/recovered/greedy_return"])
@@ -45,4 +47,5 @@ def test_a_recovered_task_keeps_its_eval_one_without_steps_and_a_quarantined_one
     printed = capsys.readouterr().out
     assert "greedy eval skipped for idle: no steps" in printed
     assert "greedy eval skipped for quarantined: quarantined" in printed
+    assert "greedy eval skipped for hung: its env hung in training" in printed
     assert "recovered" not in printed

@@ -7,13 +7,12 @@ Ray's pool is imported only when asked for, so Ray stays an optional extra.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from mtrl.actors.faults import FaultPolicy
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import ParallelPool, TaskSetup
+from mtrl.actors.pool_protocol import ActorPool
 from mtrl.actors.serial_pool import SerialPool
 from mtrl.config import ExperimentConfig
 from mtrl.plugins import BatchEnv
@@ -24,7 +23,7 @@ def make_pool(
     tasks: list[TaskSetup | None],
     envs: list[BatchEnv | None],
     model: torch.nn.Module,
-) -> Any:
+) -> ActorPool:
     """The pool of ``cfg.actors.mode`` for ``tasks`` (None: a task this pool does not run).
 
     ``envs`` are the serial pool's, built by the caller; ``model`` is the learner's (serial

@@ -70,9 +70,10 @@ tasks:"""
     assert broken.quarantined and broken.by_kind["raise"] == 3
     assert broken.reason.startswith("task 'broken' quarantined: 3 of its 3 unroll attempts")
     assert tasks["broken"].env_steps == 0
-    # The final greedy eval leaves out tasks whose envs failed (a hang there would stop the run).
-    assert tasks["healthy"].greedy_eval is not None
-    assert all(tasks[n].greedy_eval is None for n in ("raises", "nan", "killed", "hangs", "broken"))
+    # The final greedy eval keeps tasks that recovered, and leaves out the quarantined task and
+    # the one whose env hung (a hang in the trainer's process would stop the run).
+    assert all(tasks[n].greedy_eval is not None for n in ("healthy", "raises", "nan", "killed"))
+    assert tasks["hangs"].greedy_eval is None and tasks["broken"].greedy_eval is None
 
     (run_dir,) = (tmp_path / "runs").iterdir()
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
@@ -80,7 +81,10 @@ tasks:"""
     assert last["task/broken/quarantined"] == 1 and last["task/healthy/quarantined"] == 0
     assert last["task/hangs/faults/hang"] == 1 and last["task/killed/faults/exit"] == 1
     assert last["task/nan/faults/nan"] == 1
-    assert [k for k in last if k.startswith("eval/")] == ["eval/healthy/greedy_return"]
+    evaluated = ["healthy", "raises", "nan", "killed"]
+    assert [k for k in last if k.startswith("eval/")] == [
+        f"eval/{n}/greedy_return" for n in evaluated
+    ]
 
 
 def test_a_run_whose_every_task_is_quarantined_stops_with_a_user_error() -> None:
