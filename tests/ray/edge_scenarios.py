@@ -144,10 +144,12 @@ tracking: {console: quiet, csv: false, wandb: {mode: disabled}}
     class UntilWarned(Trainer):
         def on_unroll(self, task: int, info: Any) -> None:
             # One more check after the warning: a second one must not follow.
+            # Wait until the two tasks that fit have delivered (a busy machine can take longer
+            # than the warning's 15 s to start one) and the one left is warned.
             starved = [t for t, p in enumerate(self.progress) if p.env_steps == 0]
             said = [f"task {self.names[t]!r} has had no" in printed.getvalue() for t in starved]
             now = time.monotonic()
-            if said and all(said):
+            if len(starved) == 1 and all(said):
                 self.said_at = getattr(self, "said_at", now)
             if now - getattr(self, "said_at", now) > 5 or now > end:
                 self.request_stop()
