@@ -15,7 +15,7 @@ sides agree on one vocabulary, defined here:
 charset, so slot allocation, random sampling and bounds checks treat it as any integer Box while
 the encoder factory knows to embed it rather than read it as a numeric vector. This module is a
 leaf (gymnasium and numpy only) because both the plugin layer and the learner import it and
-neither may import the other (DESIGN.md, "Packages").
+neither may import the other (docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The import direction of DESIGN.md's package table, checked on the source: no module imports
-(at run time, in a function or under ``TYPE_CHECKING``) one that imports it back, and each
-layer imports only the layers its row allows."""
+"""The import direction of docs/ARCHITECTURE.md's layer table, checked on the source: no
+module imports (at run time, in a function or under ``TYPE_CHECKING``) one that imports it
+back, and each layer imports only the layers its row allows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "mtrl"
 
-#: layer (package prefix) -> mtrl prefixes it must never import (DESIGN.md, "Packages").
+#: layer (package prefix) -> mtrl prefixes it must never import (docs/ARCHITECTURE.md).
 FORBIDDEN = {
     "mtrl.config": (
         "mtrl.plugins",

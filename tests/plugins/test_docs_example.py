@@ -103,5 +103,5 @@ def test_guide_gridworld_example_has_every_file_it_imports_and_conforms(
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/plugins.md"])
 def test_docs_point_inside_the_repository(doc: str) -> None:
-    """A user's checkout has no `../shared/...`: links and paths stay inside the repo."""
+    """Links and paths stay inside the repository: a user's checkout has nothing beside it."""
     assert "../" not in (Path(__file__).parents[2] / doc).read_text()
