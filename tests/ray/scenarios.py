@@ -164,10 +164,15 @@ actors: {mode: serial}
     }
 
 
-def trains_on_three_nodes(tmp: str, total_env_steps: int = 160_000) -> dict[str, Any]:
+def trains_on_three_nodes(
+    tmp: str, total_env_steps: int = 160_000, learned: float = 100.0
+) -> dict[str, Any]:
     """A run on a head node without CPUs and two worker nodes, one of them offering a custom
     resource ``sim_b`` that pins the second task's actors to it; it runs on until it has
-    ``total_env_steps`` and its 4 actors have started on their nodes."""
+    ``total_env_steps``, its 4 actors have started on their nodes and each task's recent
+    training return is ``learned`` or more. How many updates a step budget buys depends on the
+    machine's load (the actors run ahead of a busy learner), so the run waits on the learning
+    it checks; ``total_env_steps * 10`` and :data:`DEADLINE_S` are only caps."""
     from mtrl.config import parse_config
 
     cluster, (_, node_b) = _cluster([{"num_cpus": 2}, {"num_cpus": 3, "resources": {"sim_b": 2}}])
@@ -184,7 +189,13 @@ tracking: {{run_dir: {tmp}/runs, console: quiet, log_every_s: 1.0, wandb: {{mode
 checkpoint: {{enabled: false}}
 """
     )
-    until = stopping_when(lambda t: t.env_steps >= total_env_steps and _placed(t.pool) == 4)
+    until = stopping_when(
+        lambda t: (
+            t.env_steps >= total_env_steps
+            and _placed(t.pool) == 4
+            and all(len(p.returns) and np.mean(p.returns) >= learned for p in t.progress)
+        )
+    )
     trainer = until(cfg, console=False)
     placed: dict[str, list[str]] = {"anywhere": [], "pinned": []}
     try:
@@ -546,12 +557,15 @@ def unplaceable_task_is_a_fault() -> dict[str, Any]:
     }
 
 
-def local_and_remote_actors(tmp: str, total_env_steps: int = 120_000) -> dict[str, Any]:
+def local_and_remote_actors(
+    tmp: str, total_env_steps: int = 120_000, learned: float = 120.0
+) -> dict[str, Any]:
     """``actors.ray.local_actors: 2`` on a head node without CPUs and one worker node with a
     custom resource ``sim_b``: the unpinned task's two actors run here as worker processes (with
     their own policy copies: ``actors.inference: auto`` and a CPU learner), the pinned task's on
-    its node as Ray actors. It runs on until both Ray actors have started on their node and the
-    pinned task has delivered 5000 steps."""
+    its node as Ray actors. It runs on until both Ray actors have started on their node, the
+    pinned task has delivered 5000 steps and the local task's recent training return is
+    ``learned`` or more (on a busy machine a step budget buys fewer updates)."""
     from mtrl.config import parse_config
 
     cluster, (node_b,) = _cluster([{"num_cpus": 3, "resources": {"sim_b": 2}}])
@@ -571,7 +585,8 @@ checkpoint: {{enabled: false}}
 
     def done(t: Any) -> bool:
         pinned = t.progress[1].env_steps >= 5_000 and _placed(t.pool.remote) == 2
-        return pinned and t.env_steps >= total_env_steps
+        local = t.progress[0].returns
+        return pinned and t.env_steps >= total_env_steps and np.mean(local or [0]) >= learned
 
     trainer = stopping_when(done)(cfg, console=False)
     try:

@@ -29,16 +29,18 @@ def test_ray_unrolls_equal_serial_unrolls_bit_for_bit(core: str) -> None:
 
 
 def test_a_run_on_three_nodes_learns_with_a_task_pinned_to_its_node(tmp_path: Path) -> None:
-    r = run_scenario("trains_on_three_nodes", tmp=str(tmp_path))
+    r = run_scenario("trains_on_three_nodes", tmp=str(tmp_path), learned=120.0)
     head, sim_b = r["head"], r["sim_b"]
     placed = r["placed"]
     assert len(placed["anywhere"]) == 2 and len(placed["pinned"]) == 2
     assert head not in placed["anywhere"] + placed["pinned"], "the head offers no CPUs"
     assert set(placed["pinned"]) == {sim_b}, "pinned by its custom resource"
     assert r["env_steps"] >= 160_000
-    # CartPole from ~22 (random) in 80k steps per task. How many updates those steps buy
-    # depends on the machine's load (the actors run ahead of a busy learner): alone the tasks
-    # end at 180-490, under the full suite one ended at 149.7; 100 is still 4-5x random.
+    # CartPole from ~22 (random). The run goes on past 80k steps per task until both tasks'
+    # recent training returns reach 120 (a busy learner buys fewer updates with those steps:
+    # one task ended at 72.6 after 80k under a loaded CI run); the deadline is only a cap, so
+    # a run that never learns still fails here (the margin over 100 covers the unrolls counted
+    # after the stop is asked). The greedy agent is evaluated after the run.
     for name, t in r["tasks"].items():
         assert t["final"] >= 100 and t["greedy"] >= 100, (name, t)
     nodes = r["node_metrics"]
@@ -115,7 +117,8 @@ def test_local_actors_use_central_inference_beside_ray_actors_on_their_node(
     assert r["remote"] == [0, 2] and set(r["remote_nodes"]) == {r["sim_b"]}, "pinned: Ray"
     assert r["faults"] == [0, 0]
     assert r["local_inference"] and r["server_forwards"] == 0, "local workers act themselves"
-    # The local task learns from its worker processes (measured 465, greedy 500, from ~22).
+    # The local task learns from its worker processes (measured 465, greedy 500, from ~22);
+    # the run waits until its training return reaches 120, so this fails only if it never does.
     # The share gate is work-conserving: the local actors step several times faster than the
     # Ray actors here (104k against 16k steps with central inference), so the pinned task only
     # has to deliver; that Ray actors' unrolls learn is the three-node test's.
