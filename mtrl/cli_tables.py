@@ -97,8 +97,10 @@ def print_train_results(result: TrainResult) -> None:
         if greedy
         else None,
     )
+    succeeds = any(t.success_rate is not None for t in result.tasks)
     columns = ["task", "env steps", "episodes", "mean return (last 20)"]
     columns += ["greedy eval"] if greedy else []
+    columns += ["success (last 20)"] if succeeds else []
     columns += ["normalised", "target"]
     columns += ["faults", "last error"] if faulty else []
     for col in columns:
@@ -107,6 +109,7 @@ def print_train_results(result: TrainResult) -> None:
     for t in result.tasks:
         mark = {True: " [green]solved[/]", False: "", None: ""}[t.solved]
         returns = [fmt(t.mean_return, ".1f")] + ([fmt(t.greedy_eval, ".1f")] if greedy else [])
+        returns += [fmt(t.success_rate, ".0%")] if succeeds else []
         cells = [
             t.name,
             f"{t.env_steps:,}" if t.env_steps else "[yellow]0 (no steps)[/]",
@@ -131,20 +134,28 @@ def _shorten(text: str, width: int) -> str:
 
 
 def print_eval(ckpt: EvalCheckpoint, results: Iterable[EvalResult]) -> None:
-    """``mtrl eval``: per task and mode the episodes, mean ± std return, normalised score and
-    mean episode length, titled with the checkpoint and its env steps."""
+    """``mtrl eval``: per task and mode the episodes, mean ± std return, normalised score,
+    mean episode length and, where an env reports success, the share of episodes that
+    succeeded; titled with the checkpoint and its env steps."""
     steps = f"{ckpt.env_steps:,} env steps" if ckpt.env_steps is not None else "?"
+    results = list(results)
+    succeeds = any(r.success_rate is not None for r in results)
     table = Table(title=f"{ckpt.path} ({steps})")
-    for col in ("task", "mode", "episodes", "return (mean ± std)", "normalised", "length"):
+    columns = ["task", "mode", "episodes", "return (mean ± std)", "normalised", "length"]
+    columns += ["success"] if succeeds else []
+    for col in columns:
         table.add_column(col, justify="left" if col in ("task", "mode") else "right")
     for r in results:
         norm = "-" if r.normalized_score is None else f"{r.normalized_score:.2f}"
-        table.add_row(
+        cells = [
             r.task,
             r.mode,
             str(r.episodes),
             f"{r.mean_return:.1f} ± {r.std_return:.1f}",
             norm,
             f"{r.mean_length:.0f}",
-        )
+        ]
+        if succeeds:
+            cells.append("-" if r.success_rate is None else f"{r.success_rate:.0%}")
+        table.add_row(*cells)
     console().print(table)

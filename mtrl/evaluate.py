@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import yaml
 
+from mtrl.actors.episodes import Finished
 from mtrl.actors.inference import make_policy
 from mtrl.checkpoint import load_checkpoint, load_latest
 from mtrl.config import ExperimentConfig, parse_config
@@ -51,6 +52,8 @@ class EvalResult:
     mean_length: float
     normalized_score: float | None
     returns: list[float] = field(default_factory=list)
+    success_rate: float | None = None
+    """Share of the episodes that succeeded at some step (None: the env reports no success)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (NaN, when no episode finished, becomes null)."""
@@ -121,10 +124,9 @@ def select_tasks(cfg: ExperimentConfig, names: Sequence[str] | None) -> list[int
     return out
 
 
-def run_episodes(
-    env: BatchEnv, policy: Any, task: int, episodes: int, max_steps: int
-) -> tuple[list[float], list[int]]:
-    """Play until every copy has finished its quota of episodes; returns and lengths.
+def run_episodes(env: BatchEnv, policy: Any, task: int, episodes: int, max_steps: int) -> Finished:
+    """Play until every copy has finished its quota of episodes; returns, lengths and, where
+    the env reports success, whether each episode succeeded at some step.
 
     Follows the batch-env rule that the step after a done is a reset step (reward 0, not part
     of any episode). ``policy(task, obs, valid)`` learns which copies are on one (``valid``
@@ -138,8 +140,10 @@ def run_episodes(
     ret = np.zeros(n, np.float64)
     length = np.zeros(n, np.int64)
     prev_done = np.zeros(n, bool)
+    succeeded = np.zeros(n, bool)
     returns: list[float] = []
     lengths: list[int] = []
+    successes: list[bool] = []
     obs = env.reset()
     for _ in range(max_steps):
         if (done_count >= quota).all():
@@ -149,16 +153,20 @@ def run_episodes(
         out = env.step(actions)
         ret += np.where(valid, out.reward, 0.0)
         length += valid
+        if out.success is not None:
+            succeeded |= out.success & valid
         done = (out.terminated | out.truncated) & valid
         for i in np.flatnonzero(done):
             if done_count[i] < quota[i]:
                 returns.append(float(ret[i]))
                 lengths.append(int(length[i]))
+                if out.success is not None:
+                    successes.append(bool(succeeded[i]))
                 done_count[i] += 1
-        ret[done], length[done] = 0.0, 0
+        ret[done], length[done], succeeded[done] = 0.0, 0, False
         prev_done = out.terminated | out.truncated
         obs = out.obs
-    return returns, lengths
+    return Finished(returns, lengths, successes)
 
 
 def evaluate(
@@ -185,7 +193,7 @@ def evaluate(
     torch.set_num_threads(cfg.learner.torch_threads)
     specs = [plugins.envs.get(t.env) for t in cfg.tasks]
     spaces = [TaskSpaces(*task_spaces(spec, cfg, i, None)) for i, spec in enumerate(specs)]
-    model = _load_model(ckpt, spaces, device)
+    model = _load_model(ckpt, spaces, device, plugins)
     return evaluate_model(
         model,
         cfg,
@@ -228,10 +236,10 @@ def evaluate_model(
                 torch.manual_seed(seeds[i])
                 policy = make_policy(model, action_spaces, greedy=mode == "greedy")
                 max_steps = _max_steps(episodes, sizes[i], max_steps_per_episode)
-                returns, lengths = run_episodes(env, policy, i, episodes, max_steps)
+                finished = run_episodes(env, policy, i, episodes, max_steps)
             finally:
                 env.close()
-            results.append(_result(cfg, specs[i], i, mode, episodes, returns, lengths))
+            results.append(_result(cfg, specs[i], i, mode, episodes, finished))
     return results
 
 
@@ -239,8 +247,18 @@ def _max_steps(episodes: int, num_envs: int, per_episode: int) -> int:
     return math.ceil(episodes / num_envs) * per_episode
 
 
-def _load_model(ckpt: EvalCheckpoint, spaces: list[TaskSpaces], device: str) -> MultiTaskModel:
+def _load_model(
+    ckpt: EvalCheckpoint, spaces: list[TaskSpaces], device: str, plugins: Plugins
+) -> MultiTaskModel:
+    """The checkpoint's model: built from its config, shaped as its learning rule shapes it
+    (``prepare_model`` of the rule's registration), then loaded."""
     model = MultiTaskModel(spaces, ckpt.config.learner.model)
+    algorithms = getattr(plugins, "algorithms", None)
+    name = ckpt.config.learner.algorithm
+    if algorithms is not None and name in algorithms:
+        prepare = algorithms.get(name).prepare_model
+        if prepare is not None:
+            prepare(model)
     try:
         model.load_state_dict(ckpt.learner["model"])
     except RuntimeError as e:
@@ -257,10 +275,10 @@ def _result(
     i: int,
     mode: str,
     wanted: int,
-    returns: list[float],
-    lengths: list[int],
+    finished: Finished,
 ) -> EvalResult:
     task = cfg.tasks[i]
+    returns, lengths, successes = finished
     if len(returns) < wanted:
         warnings.warn(
             f"{task.key} ({mode}): only {len(returns)} of {wanted} episodes finished in time",
@@ -278,4 +296,5 @@ def _result(
         mean_length=float(np.mean(lengths)) if lengths else math.nan,
         normalized_score=spec.normalized_score(mean) if len(arr) else None,
         returns=[float(x) for x in returns],
+        success_rate=float(np.mean(successes)) if successes else None,
     )

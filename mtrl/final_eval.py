@@ -111,4 +111,6 @@ def final_eval(
             continue
         if math.isfinite(result.mean_return):  # NaN: no episode finished in time (warned)
             out.returns[i] = record[f"eval/{names[i]}/greedy_return"] = result.mean_return
+        if result.success_rate is not None:
+            record[f"eval/{names[i]}/greedy_success"] = result.success_rate
     return out

@@ -25,7 +25,7 @@ from gymnasium import spaces
 
 from mtrl.actors.unroll import raw_action_layout
 from mtrl.config import ExperimentConfig
-from mtrl.replay import TransitionStorage
+from mtrl.replay import SequenceStorage, TransitionStorage
 
 HEADROOM = 0.85
 """Fraction of the available memory a run may plan to use; the rest is left for what the
@@ -111,13 +111,19 @@ def action_bytes(space: gym.Space) -> int:
 
 def replay_bytes(cfg: ExperimentConfig, obs_space: gym.Space, action_space: gym.Space) -> int:
     """Bytes of one task's replay under ``cfg``: ``TransitionStorage.nbytes`` of
-    ``learner.sac.replay_capacity`` transitions for ``learner.algorithm: sac``, else 0."""
+    ``learner.sac.replay_capacity`` transitions for ``learner.algorithm: sac``,
+    ``SequenceStorage.nbytes`` of ``learner.impala_replay.capacity`` env steps as sequences for
+    ``impala_replay``, else 0."""
     lc = cfg.learner
-    if lc.algorithm != "sac":
-        return 0
-    return TransitionStorage.nbytes(
-        lc.sac.replay_capacity, lc.unroll_length, obs_space, action_space
-    )
+    if lc.algorithm == "sac":
+        return TransitionStorage.nbytes(
+            lc.sac.replay_capacity, lc.unroll_length, obs_space, action_space
+        )
+    if lc.algorithm == "impala_replay":
+        _, state = core_sizes(lc.model)
+        sequences = lc.impala_replay.sequences(lc.unroll_length)
+        return SequenceStorage.nbytes(sequences, lc.unroll_length, obs_space, action_space, state)
+    return 0
 
 
 def unroll_bytes(T: int, N: int, obs_bytes: int, act_bytes: int) -> int:

@@ -35,6 +35,8 @@ class TaskResult:
     last_error: str = ""
     """The newest actor failure's message (or why the task was quarantined, if none)."""
     quarantined: bool = False
+    success_rate: float | None = None
+    """Share of the recent episodes that succeeded, where the env reports success."""
 
     @property
     def solved(self) -> bool | None:
@@ -76,8 +78,18 @@ class TaskProgress:
     episodes: int = 0
     returns: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
     lengths: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
+    successes: deque = field(default_factory=lambda: deque(maxlen=RECENT_EPISODES))
     env_seconds: float = 0.0  # inside env.step, summed over actors
     samples: int = 0  # env steps delivered to the learner
+
+    def count_episodes(
+        self, returns: Sequence[float], lengths: Sequence[int], successes: Sequence[bool]
+    ) -> None:
+        """Count episodes that ended (``successes`` empty where the env reports none)."""
+        self.episodes += len(returns)
+        self.returns.extend(returns)
+        self.lengths.extend(lengths)
+        self.successes.extend(successes)
 
 
 def task_results(
@@ -104,6 +116,7 @@ def task_results(
                 faults=f.faults if f else 0,
                 last_error=(f.last_error or f.reason) if f else "",
                 quarantined=f.quarantined if f else False,
+                success_rate=float(np.mean(p.successes)) if p.successes else None,
             )
         )
     return out
@@ -130,4 +143,6 @@ def task_metrics(
             record[f"task/{r.name}/episode_length"] = float(np.mean(p.lengths))
         if r.normalized_score is not None:
             record[f"task/{r.name}/normalized_score"] = r.normalized_score
+        if r.success_rate is not None:
+            record[f"task/{r.name}/success"] = r.success_rate
     return record

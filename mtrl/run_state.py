@@ -72,6 +72,7 @@ def capture(trainer: Resumable, elapsed: float) -> dict[str, Any]:
                 "episodes": p.episodes,
                 "returns": list(p.returns),
                 "lengths": list(p.lengths),
+                "successes": list(p.successes),
                 "env_seconds": p.env_seconds,
                 "samples": p.samples,
             }
@@ -92,6 +93,7 @@ def restore(trainer: Resumable, state: dict[str, Any]) -> None:
         p.env_steps, p.episodes = int(t["env_steps"]), int(t["episodes"])
         p.returns.extend(t["returns"])
         p.lengths.extend(t["lengths"])
+        p.successes.extend(t.get("successes", []))  # checkpoints from before success counting
         p.env_seconds, p.samples = float(t["env_seconds"]), int(t["samples"])
     if isinstance(trainer.pool, ScalablePool) and state.get("actors"):
         trainer.pool.set_actors(list(state["actors"]))

@@ -282,11 +282,9 @@ class Trainer:
     def _drain_anakin_episodes(self) -> None:
         """Move finished Anakin episodes (kept on the device) into the task's counters."""
         for runner in self.anakin:
-            returns, lengths = runner.episodes.drain()
+            returns, lengths, successes = runner.episodes.drain()
             p = self.progress[runner.task]
-            p.episodes += len(returns)
-            p.returns.extend(returns)
-            p.lengths.extend(lengths)
+            p.count_episodes(returns, lengths, successes)
             wall = time.perf_counter() - self._zero_s
             self.tracker.add_episodes(self.names[runner.task], p.env_steps, returns, lengths, wall)
             self.rebalancer.observe_episodes(runner.task, returns)
@@ -324,9 +322,7 @@ class Trainer:
         self.rebalancer.observe_episodes(ru.task, info.episode_returns)
         p.env_steps += info.env_steps
         p.env_seconds += info.env_seconds
-        p.episodes += len(info.episode_returns)
-        p.returns.extend(info.episode_returns)
-        p.lengths.extend(info.episode_lengths)
+        p.count_episodes(info.episode_returns, info.episode_lengths, info.episode_successes)
         self.tracker.add_episodes(  # episodes.csv: every episode, for the report's curves
             self.names[ru.task],
             p.env_steps,

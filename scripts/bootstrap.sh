@@ -58,8 +58,11 @@ step 3 "installing mtrl[all,external,test,bench] and $((${#contrib[@]} / 2)) plu
   "(first time: minutes)"
 s=$SECONDS
 pip_install -e ".[all,external,test,bench]" "${contrib[@]}"
+# Meta-World (plugins_contrib/mtrl-metaworld) pins mujoco 3.3.0; replacing 4.0.0 leaves plugin
+# libraries pip cannot see, which break `import mujoco` (the script's docstring says why).
+"$venv/bin/python" scripts/mujoco_leftovers.py
 took $s
 
 step 4 "checking the install"
-"$venv/bin/python" -c "import mtrl, torch; print(f'bootstrap       mtrl {mtrl.__version__}, torch {torch.__version__}')"
+"$venv/bin/python" -c "import mtrl, torch, mujoco; print(f'bootstrap       mtrl {mtrl.__version__}, torch {torch.__version__}, mujoco {mujoco.__version__}')"
 echo "bootstrap ok in $((SECONDS - t0)) s: $venv"

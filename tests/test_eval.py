@@ -67,7 +67,7 @@ def _random_mean_return(episodes: int) -> float:
         return None, rng.integers(0, 2, size=len(obs)), None
 
     try:
-        returns, _ = run_episodes(env, policy, 0, episodes, 10_000)
+        returns, *_ = run_episodes(env, policy, 0, episodes, 10_000)
     finally:
         env.close()
     return float(np.mean(returns))
@@ -138,7 +138,7 @@ def test_episode_counting_skips_reset_steps_and_fills_quotas() -> None:
         return None, np.zeros(len(obs), np.int64), None
 
     try:
-        returns, lengths = run_episodes(env, always_left, 0, 10, 10_000)
+        returns, lengths, _ = run_episodes(env, always_left, 0, 10, 10_000)
     finally:
         env.close()
     assert len(returns) == 10  # quotas 3, 3, 2, 2 over the four copies

@@ -31,6 +31,7 @@ class UnrollInfo:
     env_steps: int
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
+    episode_successes: list[bool] = field(default_factory=list)  # empty: the env reports none
     env_seconds: float = 0.0  # time inside env.step during this unroll
     wall_seconds: float = 0.0  # wall time of the whole unroll, waiting for actions included
 

@@ -136,12 +136,13 @@ class RemoteActor:
 
         t0, env_s0 = time.perf_counter(), self.stepper.env_seconds
         self.stepper.fill(buf, act)
-        returns, lengths = self.stepper.episodes.drain()
+        returns, lengths, successes = self.stepper.episodes.drain()
         info = P.UnrollInfo(
             slot=self.turn,
             env_steps=buf.length * buf.num_envs,
             episode_returns=returns,
             episode_lengths=lengths,
+            episode_successes=successes,
             env_seconds=self.stepper.env_seconds - env_s0,
             wall_seconds=time.perf_counter() - t0,
         )

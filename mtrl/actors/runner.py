@@ -95,6 +95,7 @@ class EnvStepper:
         self.prev_done = np.zeros(env.num_envs, bool)
         self.env_steps = 0
         self.env_seconds = 0.0  # time spent inside env.step since the last drain
+        self._success: np.ndarray | None = None  # [T, N], made when the env first reports it
         self._first_obs = env.reset()
         _check_finite(_leading_axis(self._first_obs), None, f"{name} (reset)")
 
@@ -130,6 +131,10 @@ class EnvStepper:
             buf.rewards[t] = out.reward
             buf.terminated[t] = out.terminated
             buf.truncated[t] = out.truncated
+            if out.success is not None:
+                self._success_rows(buf)[t] = out.success
+            elif self._success is not None:
+                self._success[t] = False
             write_item(buf.obs, t + 1, out.obs)
             if t < last:  # the step after an episode end is a reset step
                 row = buf.valid[t + 1]
@@ -137,10 +142,17 @@ class EnvStepper:
                 np.logical_not(row, out=row)
         _check_finite(_steps(buf.obs), buf.rewards, self.name)
         done = buf.terminated | buf.truncated
-        self.episodes.record(buf.rewards, done, buf.valid)
+        self.episodes.record(buf.rewards, done, buf.valid, self._success)
         buf.rewards *= self.reward_scale
         self.prev_done = done[-1].copy()
         self.env_steps += buf.length * buf.num_envs
+
+    def _success_rows(self, buf: UnrollBuffer) -> np.ndarray:
+        """The ``[T, N]`` success flags of the unroll being filled (kept beside the buffer:
+        only the episode accounting reads them)."""
+        if self._success is None or self._success.shape != buf.rewards.shape:
+            self._success = np.zeros(buf.rewards.shape, bool)
+        return self._success
 
     def close(self) -> None:
         self.env.close()

@@ -64,12 +64,13 @@ class SerialPool:
             s = a.stepper
             env_s0, t0 = s.env_seconds, time.perf_counter()
             buf = a.collect(self._act)
-            returns, lengths = s.episodes.drain()
+            returns, lengths, successes = s.episodes.drain()
             info = P.UnrollInfo(
                 slot=-1,
                 env_steps=buf.length * buf.num_envs,
                 episode_returns=returns,
                 episode_lengths=lengths,
+                episode_successes=successes,
                 env_seconds=s.env_seconds - env_s0,
                 wall_seconds=time.perf_counter() - t0,
             )

@@ -231,12 +231,13 @@ def _run(
         free.discard(slot_idx)
         t0, env_s0 = clock(), stepper.env_seconds
         stepper.fill(slots[slot_idx], act)
-        returns, lengths = stepper.episodes.drain()
+        returns, lengths, successes = stepper.episodes.drain()
         info = P.UnrollInfo(
             slot=slot_idx,
             env_steps=spec.unroll_length * spec.num_envs,
             episode_returns=returns,
             episode_lengths=lengths,
+            episode_successes=successes,
             env_seconds=stepper.env_seconds - env_s0,
             wall_seconds=clock() - t0,
         )

@@ -64,8 +64,9 @@ class DeviceEpisodeTracker:
         self._lengths.scatter_(0, slot, lengths.reshape(-1).long())
         self._written += order[-1]
 
-    def drain(self) -> tuple[list[float], list[int]]:
-        """Finished episodes since the last drain, oldest first (the one host sync)."""
+    def drain(self) -> tuple[list[float], list[int], list[bool]]:
+        """Finished episodes since the last drain, oldest first (the one host sync): returns,
+        lengths and success flags (none: tensor-native envs report no success)."""
         written = int(self._written)
         n = written - self._drained
         if n > self.capacity:
@@ -73,6 +74,6 @@ class DeviceEpisodeTracker:
             n = self.capacity
         self._drained = written
         if n == 0:
-            return [], []
+            return [], [], []
         idx = torch.arange(written - n, written, device=self._written.device) % self.capacity
-        return self._returns[idx].tolist(), self._lengths[idx].tolist()
+        return self._returns[idx].tolist(), self._lengths[idx].tolist(), []

@@ -71,7 +71,7 @@ def train_anakin(
         if updates % drain_every:
             continue
         for i, r in enumerate(runners):
-            returns, _ = r.episodes.drain()
+            returns, *_ = r.episodes.drain()
             windows[i].extend(returns)
             counts[i] += len(returns)
         if target_return is not None and all(
@@ -79,7 +79,7 @@ def train_anakin(
         ):
             break
     for i, r in enumerate(runners):
-        returns, _ = r.episodes.drain()
+        returns, *_ = r.episodes.drain()
         windows[i].extend(returns)
         counts[i] += len(returns)
     return AnakinResult(

@@ -72,8 +72,8 @@ class AnakinRunner:
     """Steps ``env`` ``unroll_length`` times per :meth:`collect` with the model's policy.
 
     Same shape as the Sebulba runners, for the trainer: ``collect(model, version)``, the
-    ``env_steps`` counter (reset steps included) and ``episodes.drain() -> (returns, lengths)``
-    (the only host sync). ``collect`` returns a :class:`TaskBatch` (not an unroll buffer).
+    ``env_steps`` counter (reset steps included) and ``episodes.drain()`` (returns, lengths,
+    successes; the only host sync). ``collect`` returns a :class:`TaskBatch` (not an unroll buffer).
     """
 
     def __init__(

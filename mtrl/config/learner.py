@@ -23,6 +23,7 @@ from pydantic import (
 from mtrl.config.base import ConfigModel
 from mtrl.config.choices import require_registered
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
+from mtrl.config.impala_replay import ImpalaReplayConfig
 from mtrl.config.sac import SacConfig
 
 
@@ -112,7 +113,8 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
 
 #: What a config may name without the plugin registry: the built-in rules and the parallel
 #: modes each supports (what mtrl.algorithms.builtin registers).
-BUILTIN_ALGORITHMS = {"impala": {"data_parallel", "task_sharded", "fsdp"}, "sac": set()}
+_ALL_PARALLEL = {"data_parallel", "task_sharded", "fsdp"}
+BUILTIN_ALGORITHMS = {"impala": _ALL_PARALLEL, "impala_replay": _ALL_PARALLEL, "sac": set()}
 
 
 class LearnerConfig(ConfigModel):
@@ -194,6 +196,8 @@ class LearnerConfig(ConfigModel):
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
     sac: SacConfig = Field(default_factory=SacConfig)
     """The ``sac`` rule's replay and optimisation (ignored by the other rules)."""
+    impala_replay: ImpalaReplayConfig = Field(default_factory=ImpalaReplayConfig)
+    """The ``impala_replay`` rule's replay proportion and capacity (ignored by the others)."""
     diagnostics_every: int = Field(default=10, ge=0)
     """Updates between measurements of each task's share of the shared torso's gradient
     (``learner/<task>/torso_grad_share``; one extra backward pass per task, single-process

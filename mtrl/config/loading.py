@@ -223,7 +223,7 @@ def parse_config(
     (``plugins.trackers.names()``) are those accepted in ``tracking.trackers``; without it any
     name is. ``algorithms`` (``plugins.algorithms.parallel_support()``) maps the learning rules
     accepted in ``learner.algorithm`` to the parallel modes each supports; without it only the
-    built-in rules (``impala``, ``sac``) are.
+    built-in rules (``impala``, ``impala_replay``, ``sac``) are.
 
     The text is held to the limits of :mod:`mtrl.config.safe_yaml` (size, nesting, aliases).
     """

@@ -214,11 +214,13 @@ class CheckpointConfig(ConfigModel):
     keep_last: PositiveInt = 3
     """Checkpoints kept; older ones are deleted."""
     replay: bool = False
-    """Keep a replay-based rule's replay contents (``learner.algorithm: sac``) in each
-    checkpoint, so a resumed run trains on the same data at once. Off: checkpoints stay the
-    size of the model, and a resumed run refills its replay (``learner.sac.learning_starts``
-    transitions per task) before it trains again. Each checkpoint then holds the filled part
-    of every task's replay (``keep_last`` of them on disk)."""
+    """Keep a replay-based rule's replay contents (``learner.algorithm: sac`` or
+    ``impala_replay``) in each checkpoint, so a resumed run trains on the same data at once.
+    Off: checkpoints stay the size of the model, and a resumed run refills its replay (SAC
+    trains again once it holds ``learner.sac.learning_starts`` transitions per task; IMPALA
+    with replay trains on fresh unrolls alone until it holds enough to draw). Each
+    checkpoint then holds the filled part of every task's replay (``keep_last`` of them on
+    disk)."""
 
 
 class ActorsConfig(ConfigModel):
@@ -288,6 +290,7 @@ class ExperimentConfig(ConfigModel):
     def _replay_in_checkpoints(self) -> ExperimentConfig:
         # The learner is built from ``learner`` alone; this is how it learns checkpoint.replay.
         self.learner.sac._checkpoint_replay = self.checkpoint.replay
+        self.learner.impala_replay._checkpoint_replay = self.checkpoint.replay
         return self
 
     def task_seed(self, index: int) -> int:

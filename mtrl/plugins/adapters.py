@@ -31,6 +31,7 @@ class GymVectorBatchEnv(BatchEnv):
         self._seed = seed
         self._seeded = False
         self._closed = False
+        self._reports_success = False
         self.num_envs = vector_env.num_envs
         self.single_observation_space = vector_env.single_observation_space
         self.single_action_space = vector_env.single_action_space
@@ -45,18 +46,41 @@ class GymVectorBatchEnv(BatchEnv):
         return obs
 
     def step(self, actions: Any) -> StepBatch:
-        obs, reward, terminated, truncated, _ = self._env.step(actions)
+        obs, reward, terminated, truncated, info = self._env.step(actions)
+        success = success_flags(info, self.num_envs)
+        if success is not None:
+            self._reports_success = True
+        elif self._reports_success:  # a step where every copy reset: their infos are empty
+            success = np.zeros(self.num_envs, bool)
         return StepBatch(
             obs=obs,
             reward=np.asarray(reward, dtype=np.float32),
             terminated=np.asarray(terminated, dtype=bool),
             truncated=np.asarray(truncated, dtype=bool),
+            success=success,
         )
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._env.close()
+
+
+SUCCESS_KEYS = ("success", "is_success")
+"""Info keys that carry a task's success flag: Meta-World's, and gymnasium-robotics'."""
+
+
+def success_flags(info: dict[str, Any], num_envs: int) -> np.ndarray | None:
+    """The per-copy success flags in a vector env's ``info`` (None when it has none).
+
+    Gymnasium's vector envs gather each copy's info into arrays with a ``_<key>`` mask of the
+    copies that reported it; a copy that did not (a reset step) counts as not successful."""
+    for key in SUCCESS_KEYS:
+        if key in info:
+            flags = np.asarray(info[key]).astype(bool).reshape(num_envs)
+            mask = info.get(f"_{key}")
+            return flags & np.asarray(mask, bool) if mask is not None else flags
+    return None
 
 
 def batch_env_from_gymnasium(

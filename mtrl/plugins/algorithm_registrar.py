@@ -28,13 +28,16 @@ class UnknownAlgorithmError(UserError, KeyError):
 @dataclass(frozen=True)
 class AlgorithmSpec:
     """One learning rule: ``factory(model, cfg, task_names, ctx, device, lr_scales) ->
-    Learner``, the parallel modes it supports, and who offers it."""
+    Learner``, the parallel modes it supports, who offers it, and ``prepare_model``: what the
+    rule changes in a freshly built model to act (SAC's squashed-Gaussian heads), so that
+    ``mtrl eval`` rebuilds the model its checkpoints hold (None: the model as it is built)."""
 
     name: str
     factory: Callable[..., Any]
     plugin: str
     description: str = ""
     parallel: frozenset[str] = frozenset()
+    prepare_model: Callable[[Any], None] | None = None
 
 
 class AlgorithmRegistry(NamedRegistry[AlgorithmSpec]):
@@ -65,6 +68,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         *,
         parallel: Iterable[str] = (),
         description: str = "",
+        prepare_model: Callable[[Any], None] | None = None,
     ) -> None:
         """Register one learning rule (see
         :func:`mtrl.plugins.hookspecs.mtrl_register_algorithms`)."""
@@ -81,7 +85,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         if len(self.specs) > before:
             spec = self.specs[-1]
             self.specs[-1] = AlgorithmSpec(
-                spec.name, spec.factory, spec.plugin, spec.description, modes
+                spec.name, spec.factory, spec.plugin, spec.description, modes, prepare_model
             )
 
     __call__ = algorithm

@@ -15,6 +15,10 @@ Rules every implementation follows (the conformance suite in :mod:`mtrl.testing`
 * Seeding happens at construction: two batch envs made with the same ``seed`` and fed the same
   actions produce identical observations, rewards and flags. Copy ``i`` uses ``seed + i``.
 * Rewards are float32 of shape ``(num_envs,)``; flags are bool of shape ``(num_envs,)``.
+* ``success`` is optional: an env whose task has its own success criterion (Meta-World's
+  ``info["success"]``, a goal reached) returns a bool per copy, true at every step where the
+  criterion holds; ``None`` where it has none. An episode succeeds if any of its steps does
+  (Meta-World's protocol); mtrl reports the success rate per task beside the return.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class StepBatch:
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+    success: np.ndarray | None = None
+    """Bool per copy: the task's success criterion holds at this step (None: the env has none)."""
 
 
 class BatchEnv(abc.ABC):

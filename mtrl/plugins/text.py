@@ -17,6 +17,7 @@ in one vectorised numpy pass over the batch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -138,7 +139,7 @@ class TextObsBatchEnv(BatchEnv):
 
     def step(self, actions: Any) -> StepBatch:
         out = self.env.step(actions)
-        return StepBatch(self.tokenise(out.obs), out.reward, out.terminated, out.truncated)
+        return dataclasses.replace(out, obs=self.tokenise(out.obs))
 
     def close(self) -> None:
         self.env.close()
@@ -161,7 +162,7 @@ class AsyncTextObsBatchEnv(TextObsBatchEnv, AsyncBatchEnv):
 
     def recv(self) -> tuple[np.ndarray, StepBatch]:
         ids, out = self.env.recv()
-        return ids, StepBatch(self.tokenise(out.obs), out.reward, out.terminated, out.truncated)
+        return ids, dataclasses.replace(out, obs=self.tokenise(out.obs))
 
 
 def tokenise_text_observations(env: BatchEnv, cache_size: int = DEFAULT_CACHE_SIZE) -> BatchEnv:

@@ -8,7 +8,8 @@ Checks, in order (each failure raises :class:`ConformanceError` naming the env a
    are built by the same code ``mtrl train`` uses (:mod:`mtrl.learner.trainable`) and run once;
    a failure names the part of the space, e.g. ``obs['graph']: Graph spaces are not supported``;
 3. ``spaces``: every observation of ``reset`` and ``step`` is in the observation space with the
-   right batch shape and dtype; rewards are finite float32 ``(N,)``, flags bool ``(N,)``;
+   right batch shape and dtype; rewards are finite float32 ``(N,)``, flags (and the success
+   flags of an env that reports them) bool ``(N,)``;
 4. ``auto-reset``: a step after ``terminated or truncated`` returns reward 0 and both flags false
    (next-step rule), and the run must see at least one episode end (``require_episode_end``);
 5. ``seeding``: two envs made with the same seed and fed the same actions agree exactly, and
@@ -108,7 +109,10 @@ def _check_step(env_id: str, env: BatchEnv, out: Any, t: int) -> StepBatch:
         )
     if not np.isfinite(reward).all():
         _fail(env_id, "spaces", f"step {t}: non-finite reward {reward}")
-    for name, flag in (("terminated", term), ("truncated", trunc)):
+    flags = [("terminated", term), ("truncated", trunc)]
+    success = None if out.success is None else _to_numpy(out.success)
+    flags += [("success", success)] if success is not None else []
+    for name, flag in flags:
         if flag.shape != (n,) or flag.dtype != np.bool_:
             _fail(
                 env_id,
@@ -116,7 +120,7 @@ def _check_step(env_id: str, env: BatchEnv, out: Any, t: int) -> StepBatch:
                 f"step {t}: {name} must be bool ({n},), got {flag.dtype} {flag.shape}",
             )
     _check_obs(env_id, env, out.obs, f"step {t}")
-    return StepBatch(_to_numpy(out.obs), reward, term, trunc)
+    return StepBatch(_to_numpy(out.obs), reward, term, trunc, success)
 
 
 def _digest(h: Any, obs: Any, out: StepBatch | None = None) -> None:

@@ -198,7 +198,7 @@ def test_non_finite_env_output_fails_the_unroll_naming_step_and_copies() -> None
     ):
         stepper.fill(buf, act)
     # The unroll was refused as a whole: no episode of it was counted.
-    assert stepper.episodes.drain() == ([], [])
+    assert stepper.episodes.drain() == ([], [], [])
     stepper.close()
 
 

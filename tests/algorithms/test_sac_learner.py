@@ -20,16 +20,6 @@ from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import env_actions
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> object:
-    """One intra-op thread, as the trainer sets (two spin-wait on a loaded 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 BOX = TaskSpaces(spaces.Box(-8, 8, (3,), np.float32), spaces.Box(-2, 2, (1,), np.float32))
 DISCRETE = TaskSpaces(spaces.Box(-5, 5, (4,), np.float32), spaces.Discrete(2))
 T = 8

@@ -20,6 +20,7 @@ from mtrl.algorithms.sac.learner import REFILL_NOTE
 from mtrl.cli import main
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import ConfigError
+from mtrl.evaluate import evaluate, load_for_eval
 from mtrl.learner.model import TaskSpaces
 from mtrl.plugins import Plugins, batch_env_from_gymnasium, get_plugins, hookimpl, load_plugins
 from mtrl.replay import TransitionStorage
@@ -80,6 +81,10 @@ def test_a_sac_run_resumes_from_its_checkpoint(
     finally:
         trainer.close()
     assert saved["gradient_steps"] > 0 and min(saved["counts"]) >= 100
+    # `mtrl eval` rebuilds the model as SAC shapes it (squashed-Gaussian heads) and plays it.
+    ckpt = load_for_eval(result.run_dir)
+    played = evaluate(ckpt, episodes=2, modes=("greedy",), max_steps_per_episode=500)
+    assert [r.episodes for r in played] == [2, 2]
     capsys.readouterr()
     resumed = Trainer.resume(result.run_dir, console=False, total_env_steps=1280)
     try:

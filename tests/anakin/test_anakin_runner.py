@@ -78,7 +78,9 @@ def test_collect_gives_exactly_the_serial_numpy_paths_batches() -> None:
     rewards, valid = cat("rewards"), cat("valid")
     assert (rewards[valid] == 0.5).all() and (rewards[~valid] == 0).all()  # scaled; reset: 0
     assert anakin_eps == serial_eps and len(anakin_eps[0]) > 5
-    assert all(r == float(n) for r, n in zip(*anakin_eps, strict=True))  # unscaled: 1 a step
+    returns, lengths, successes = anakin_eps
+    assert successes == []  # CartPole reports no success
+    assert all(r == float(n) for r, n in zip(returns, lengths, strict=True))  # unscaled: 1/step
 
 
 def test_collect_matches_the_serial_path_for_box_actions() -> None:
@@ -100,12 +102,12 @@ def test_device_episode_tracker_keeps_order_and_bounded_memory() -> None:
     returns = torch.arange(6, dtype=torch.float64).reshape(2, 3)
     lengths = torch.arange(6).reshape(2, 3) + 10
     tracker.record(done, returns, lengths)
-    assert tracker.drain() == ([0.0, 2.0, 4.0], [10, 12, 14])  # time-major order
-    assert tracker.drain() == ([], [])
+    assert tracker.drain() == ([0.0, 2.0, 4.0], [10, 12, 14], [])  # time-major order
+    assert tracker.drain() == ([], [], [])
     for _ in range(2):
         tracker.record(done, returns, lengths)
     # 6 endings into a ring of 4: the oldest two are dropped and counted.
-    assert tracker.drain() == ([4.0, 0.0, 2.0, 4.0], [14, 10, 12, 14])
+    assert tracker.drain() == ([4.0, 0.0, 2.0, 4.0], [14, 10, 12, 14], [])
     assert tracker.dropped == 2
 
 

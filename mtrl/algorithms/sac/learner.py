@@ -36,9 +36,9 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from mtrl.algorithms.feed import batch_to_unroll
 from mtrl.algorithms.sac import losses
 from mtrl.algorithms.sac.checks import check_tasks
-from mtrl.algorithms.sac.feed import batch_to_unroll
 from mtrl.algorithms.sac.networks import CriticInput, TwinCritic, install_policy_heads
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
 from mtrl.config import LearnerConfig
