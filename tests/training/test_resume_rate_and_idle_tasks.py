@@ -56,7 +56,7 @@ def test_resumed_steps_per_s_count_this_session_and_a_finished_run_has_nothing_t
     assert result.start_env_steps == first
     assert result.session_env_steps == result.env_steps - first > 0
     assert result.steps_per_s == pytest.approx(result.session_env_steps / result.seconds)
-    from mtrl.cli_tables import print_train_results
+    from mtrl.cli.tables import print_train_results
 
     capsys.readouterr()
     print_train_results(result)
@@ -109,7 +109,7 @@ tracking: {{run_dir: {tmp_path / "runs"}, console: quiet, log_every_s: 0.05, csv
     assert broken.env_steps == 0 and broken.faults >= 1
     assert "ChaosError" in broken.last_error
 
-    from mtrl.cli_tables import print_train_results
+    from mtrl.cli.tables import print_train_results
 
     print_train_results(result)
     table = capsys.readouterr().out

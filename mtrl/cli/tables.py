@@ -2,8 +2,8 @@
 
 Output formatting only: each function takes what a subcommand of :mod:`mtrl.cli` already
 computed and prints it as a rich table; none decides anything. Kept apart from the command's
-wiring so that ``--json`` output and ``--version`` never import rich (:mod:`mtrl.cli` imports
-this module only when it prints a table).
+wiring so that ``--json`` output and ``--version`` never import rich (the commands import
+this module only when they print a table).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``mtrl envs --long``'s table: each env's spaces with what its plugin registered about it.
 
-Output formatting only, like :mod:`mtrl.cli_tables` (whose ``print_envs`` prints the short
+Output formatting only, like :mod:`mtrl.cli.tables` (whose ``print_envs`` prints the short
 table): rows come from :func:`mtrl.plugins.describe.describe_env`; rich is imported only here.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from mtrl.cli_tables import console
+from mtrl.cli.tables import console
 
 
 def _score(x: float | None) -> str:

@@ -1,0 +1,95 @@
+"""``mtrl validate``: check experiment configs without training, each problem one line
+naming its file, line and YAML path; ``--check-envs`` also builds one copy of every task's env
+and checks that the learner can train on its spaces."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from mtrl.cli.exit_codes import EXIT_USER_ERROR
+from mtrl.errors import UserError
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate configs; one line per problem with file, line and YAML path."""
+    from mtrl.actors.ray_cluster import placement_notes, ray_mode_problems
+    from mtrl.config import load_config
+    from mtrl.plugins import get_plugins
+    from mtrl.preflight import check_memory
+    from mtrl.scheduler.budget_check import weight_notes
+
+    plugins = get_plugins()
+    ids = plugins.envs.ids()
+    failed = False
+    for path in args.configs:
+        try:
+            cfg = load_config(
+                path,
+                env_ids=ids,
+                scheduler_policies=plugins.schedulers.names(),
+                tracker_names=plugins.trackers.names(),
+                algorithms=plugins.algorithms.parallel_support(),
+                env_note=plugins.unknown_env_note,
+            )
+            _check_commands(cfg, plugins, path)
+            if args.check_envs:
+                _check_envs(cfg, plugins, path)
+            specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
+            check_memory(cfg, specs, source=path)  # the envs' spaces only with --check-envs
+            if problems := ray_mode_problems(cfg, path, cluster=args.check_envs):
+                raise UserError("\n".join(problems), problems=problems)
+        except UserError as e:
+            failed = True
+            for line in e.problems:
+                print(line, file=sys.stderr)
+            continue
+        tasks = ", ".join(t.key for t in cfg.tasks)
+        print(f"{path}: ok ({len(cfg.tasks)} tasks: {tasks})")
+        for note in weight_notes(cfg) + placement_notes(cfg):
+            print(f"{path}: warning: {note}")
+    return EXIT_USER_ERROR if failed else 0
+
+
+def _check_commands(cfg: Any, plugins: Any, path: str) -> None:
+    """Refuse tasks whose env runs a program that is missing or not executable (an external
+    simulation's command), naming the task's line in the config."""
+    from mtrl.config.lines import config_location
+    from mtrl.task_envs import command_problems
+
+    specs = [plugins.env_spec(t.env) for t in cfg.tasks]
+    problems = [
+        f"{config_location(path, ('tasks', i, 'env'))}: tasks[{i}].env: {text}"
+        for i, text in command_problems(cfg, specs)
+    ]
+    if problems:
+        raise UserError("\n".join(problems), problems=problems)
+
+
+def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
+    """Build one copy of every task's env with its kwargs and check that the learner can train
+    on its spaces (the encoders and heads ``train`` builds), so bad kwargs and unsupported
+    spaces surface now; each problem names the task's line in the config."""
+    from mtrl.config.lines import config_location
+    from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
+
+    problems = []
+    for i, task in enumerate(cfg.tasks):
+        try:
+            env = plugins.envs.get(task.env).build(num_envs=1, seed=0, **task.env_kwargs)
+        except Exception as e:
+            msg = f"{type(e).__name__}: {e}".splitlines()[0]
+            where = config_location(path, ("tasks", i, "env_kwargs"))
+            problems.append(f"{where}: tasks[{i}].env_kwargs: cannot build {task.env}: {msg}")
+            continue
+        try:
+            spaces = env.single_observation_space, env.single_action_space
+            check_trainable(*spaces, cfg.learner.model)
+        except UnsupportedSpaceError as e:
+            where = config_location(path, ("tasks", i, "env"))
+            problems.append(f"{where}: tasks[{i}].env: {task.env}: {e.path}: {e.reason}")
+        finally:
+            env.close()
+    if problems:
+        raise UserError("\n".join(problems), problems=problems)
