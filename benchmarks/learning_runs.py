@@ -56,7 +56,8 @@ class SeedRun:
     run_dir: Path | None = None
     train_wall_s: float | None = None
     eval_wall_s: float | None = None
-    eval: dict[str, dict[str, float | None]] = field(default_factory=dict)  # task -> mode -> R
+    eval: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """task -> mode -> mean return; and ``<mode>_success`` -> success rate where reported."""
     error: str | None = None
     reused: bool = False
 
@@ -145,7 +146,10 @@ def evaluate(plan: Plan, run: SeedRun) -> None:
     }
     log.write_text(json.dumps(doc, indent=2) + "\n")
     for r in doc["results"]:
-        run.eval.setdefault(r["task"], {})[r["mode"]] = r["mean_return"]
+        modes = run.eval.setdefault(r["task"], {})
+        modes[r["mode"]] = r["mean_return"]
+        if r.get("success_rate") is not None:  # an env that reports success (Meta-World)
+            modes[f"{r['mode']}_success"] = r["success_rate"]
 
 
 def _done_path(plan: Plan, seed: int) -> Path:

@@ -132,6 +132,16 @@ def extract_curve(records: Sequence[Record], task: str) -> Curve:
     return Curve(np.asarray(steps), np.asarray(seconds), np.asarray(returns))
 
 
+def final_success(records: Sequence[Record], task: str) -> float | None:
+    """The last ``task/<task>/success`` of the records (the share of the task's last 20
+    training episodes that succeeded); None when the env reports no success."""
+    for rec in reversed(records):
+        value = _number(rec.get(f"task/{task}/success"))
+        if value is not None:
+            return value
+    return None
+
+
 def first_crossing(curve: Curve, target: float | None) -> tuple[float, float] | None:
     """(task env steps, wall seconds) of the first point whose return is ``>= target``;
     None when it never gets there or there is no target."""
@@ -312,8 +322,9 @@ def seed_figures(
 ) -> dict[str, dict[str, Any]]:
     """Per task of one run: :func:`task_figures` from its metrics ``records``,
     :func:`window_final_over_best` of its episode returns (``episodes[task]``, in order; None
-    without), the ``greedy`` and ``stochastic`` eval returns (``evals[task][mode]``) and
-    :func:`solved_at_end`."""
+    without), the ``greedy`` and ``stochastic`` eval returns (``evals[task][mode]``),
+    :func:`solved_at_end` and, for an env that reports success, the success rate of the last
+    training episodes (:func:`final_success`) and of the greedy eval (``greedy_success``)."""
     out = {}
     for t in tasks:
         fig = task_figures(extract_curve(records, t.name), t.target, t.random)
@@ -323,6 +334,8 @@ def seed_figures(
         )
         modes = evals.get(t.name, {})
         fig["greedy"], fig["stochastic"] = modes.get("greedy"), modes.get("stochastic")
+        fig["final_success"] = final_success(records, t.name)
+        fig["greedy_success"] = modes.get("greedy_success")
         fig["solved_at_end"] = solved_at_end(fig["final"], fig["greedy"], t.target)
         out[t.name] = fig
     return out
@@ -337,6 +350,8 @@ SUMMARY_KEYS = (
     "stochastic",
     "steps_to_target",
     "seconds_to_target",
+    "final_success",
+    "greedy_success",
 )
 
 
@@ -406,6 +421,11 @@ def format_report(name: str, summary: Mapping[str, Any], aggregates: Mapping[str
             f"  {'stochastic eval':<18}{_fmt(row['stochastic'])}",
             f"  {'steps to target':<18}{_fmt(hit, ',.0f')} ({hit['n']}/{n} reached)",
         ]
+        if any(row[k]["median"] is not None for k in ("final_success", "greedy_success")):
+            lines += [
+                f"  {'success (train)':<18}{_fmt(row['final_success'], '.2f')}",
+                f"  {'success (greedy)':<18}{_fmt(row['greedy_success'], '.2f')}",
+            ]
     over = ", ".join(aggregates["tasks"]) or "no task with a target"
     lines += ["", f"normalised score over {over}"]
     for key in ("final", "greedy"):

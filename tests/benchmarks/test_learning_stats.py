@@ -366,3 +366,20 @@ def yaml_load(path: Path) -> Any:
     import yaml
 
     return yaml.safe_load(path.read_text())
+
+
+def test_success_rates_are_reported_where_the_env_reports_success() -> None:
+    tasks = [ls.Task("reach", "metaworld/reach-v3", None), ls.Task("cp", "c", 475.0)]
+    records = [
+        {"task/reach/return": 10.0, "task/reach/env_steps": 100, "task/reach/success": 0.1},
+        {"task/reach/return": 90.0, "task/reach/env_steps": 200, "task/reach/success": 0.6},
+        {"task/cp/return": 50.0, "task/cp/env_steps": 200},
+    ]
+    evals = {"reach": {"greedy": 95.0, "greedy_success": 0.8}, "cp": {"greedy": 60.0}}
+    fig = ls.seed_figures(tasks, records, evals)
+    assert (fig["reach"]["final_success"], fig["reach"]["greedy_success"]) == (0.6, 0.8)
+    assert fig["cp"]["final_success"] is None and fig["cp"]["greedy_success"] is None
+    summary = ls.summarise(tasks, [fig])
+    text = ls.format_report("mt", summary, ls.suite_aggregates(tasks, [fig], reps=10))
+    reach, cp = text.split("\ncp (")
+    assert "success (greedy)  0.80 [0.80, 0.80]" in reach and "success" not in cp
