@@ -143,6 +143,15 @@ class Trainer:
                 first = self.rebalancer.initial()
                 pool.set_actors(first.counts)
                 set_share_targets(pool, self.queue, first.shares)
+            # Last: a tracker that cannot start (TensorBoard asked for, not installed) stops
+            # the run here, and the envs, actors and run directory above are let go.
+            self.tracker = make_sinks(
+                cfg,
+                self.run_dir,
+                self.names,
+                trackers if self.ctx.is_main else [],  # replicas log nothing (rank 0 does)
+                console=None if console else "quiet",
+            )
         except BaseException:
             for env in envs:
                 if env is not None:
@@ -158,13 +167,6 @@ class Trainer:
         self._stop = False
         self.updates = 0
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
-        self.tracker = make_sinks(
-            cfg,
-            self.run_dir,
-            self.names,
-            extra=trackers if self.ctx.is_main else (),
-            console=None if console else "quiet",
-        )
 
     @property
     def env_steps(self) -> int:

@@ -9,6 +9,7 @@ from mtrl.config.models import (
     ExperimentConfig,
     SchedulerConfig,
     TaskConfig,
+    TensorboardConfig,
     TrackingConfig,
     WandbConfig,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "PopArtConfig",
     "SchedulerConfig",
     "TaskConfig",
+    "TensorboardConfig",
     "TrackingConfig",
     "WandbConfig",
     "config_schema",

@@ -162,6 +162,22 @@ class WandbConfig(ConfigModel):
     """Seconds the end of the run waits for wandb to finish uploading before leaving it."""
 
 
+class TensorboardConfig(ConfigModel):
+    """TensorBoard event files (needs the ``tensorboard`` package: ``pip install tensorboard``)."""
+
+    enabled: bool = False
+    """Write TensorBoard event files: every record's metrics as scalars at its
+    ``charts/env_steps``, and the resolved config as text (``tensorboard --logdir`` shows them).
+    On without the ``tensorboard`` package installed, ``mtrl train`` stops with an error."""
+    dir: Path | None = None
+    """Where the event files go. None: ``<run_dir>/tensorboard``. A directory given here gets
+    one subdirectory per run, named like its run directory, so ``tensorboard --logdir DIR``
+    shows every run side by side."""
+    histograms: bool = False
+    """Also log, with each record, a histogram of every task's returns of the episodes that
+    ended since the record before (``task/<id>/episode_returns``)."""
+
+
 def _tracker_exists(name: str, info: ValidationInfo) -> str:
     # The plugin registry's names come as context key ``tracker_names``; without it no tracker
     # is known to this module, so names are taken on trust.
@@ -188,9 +204,11 @@ class TrackingConfig(ConfigModel):
     csv: bool = True
     """Also write ``metrics.csv`` (one column per metric) beside ``metrics.jsonl``."""
     wandb: WandbConfig = Field(default_factory=WandbConfig)
+    tensorboard: TensorboardConfig = Field(default_factory=TensorboardConfig)
     trackers: list[TrackerName] | None = None
     """Plugin trackers to run, by name (``mtrl plugins`` lists them); None = every registered
-    one; [] = none."""
+    one; [] = none. The built-in ones (run files, wandb, TensorBoard) always run, each switched
+    by its own setting above."""
     stall_warning_s: float = Field(default=60.0, ge=0)
     """Warn when no learner update has happened for this many seconds and for 20 times the
     slowest recent unroll, saying what the learner waits for (tasks, env columns, actors and

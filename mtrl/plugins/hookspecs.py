@@ -75,10 +75,14 @@ def mtrl_register_trackers(register: TrackerRegistrar) -> None:
     """Offer metric trackers by calling ``register.tracker(name, factory, description="")``.
 
     ``name`` is what a config lists in ``tracking.trackers`` (one flat namespace shared by all
-    plugins; a second registration of a taken name is reported as an error of the later
-    plugin). ``factory(cfg, run_dir, task_names) -> Sink | None`` is called once per training
-    run in the trainer process (rank 0 only), after the run directory exists (``run_dir`` is
-    None when the run writes none); return None to stay out of this run. The sink's
+    plugins; the built-ins ``jsonl``, ``csv``, ``episodes``, ``wandb`` and ``tensorboard`` come
+    first, and a second registration of a taken name is reported as an error of the later
+    plugin). The built-ins run in every run, each switched by its own ``tracking`` setting;
+    ``tracking.trackers`` selects among the others.
+
+    ``factory(cfg, run_dir, task_names) -> Sink | None`` is called once per training run in the
+    trainer process (rank 0 only), after the run directory exists (``run_dir`` is None when the
+    run writes none); return None to stay out of this run. The sink's
     ``write(record)`` gets a flat dict of metric name → number every ``tracking.log_every_s``,
     on the training thread: it must return at once (hand slow work to a thread of your own).
     ``close()`` is called once at the end. A factory or ``write`` that raises is reported by

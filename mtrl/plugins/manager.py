@@ -37,6 +37,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "pettingzoo": "mtrl.plugins.builtin.pettingzoo_envs",
     "scheduler": "mtrl.scheduler.builtin",
     "algorithms": "mtrl.algorithms.builtin",
+    "tracking": "mtrl.tracking.builtin",
     "tensor": "mtrl.plugins.builtin.tensor_envs",
     "chaos": "mtrl.plugins.builtin.chaos",
     "memory": "mtrl.plugins.builtin.memory_envs",

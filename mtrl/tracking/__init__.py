@@ -20,13 +20,14 @@ Besides the records, ``episodes.csv`` in the run directory holds every finished 
 its env steps, return, length, wall seconds; :mod:`mtrl.tracking.episodes`), fed through
 :meth:`SinkGroup.add_episodes` to the sinks that take episodes (:class:`EpisodeSink`).
 
-Sinks share the :class:`Sink` protocol (``write(record)``, ``close()``); :func:`make_sinks`
-builds all that a config asks for; plugins add trackers through the hook
-``mtrl_register_trackers``, selected by :func:`tracker_factories`.
+Sinks share the :class:`Sink` protocol (``write(record)``, ``close()``). Trackers make them:
+the built-in ones (the files above, wandb, TensorBoard; :mod:`mtrl.tracking.builtin`) register
+through the hook ``mtrl_register_trackers`` as plugins' trackers do; :func:`tracker_factories`
+picks a run's trackers from the registry and :func:`make_sinks` starts them, console last.
 """
 
-from mtrl.tracking.factory import TrackerFactory, make_sinks, tracker_factories
-from mtrl.tracking.sinks import EpisodeSink, JsonlSink, Sink, SinkGroup
+from mtrl.tracking.factory import builtin_trackers, make_sinks, tracker_factories
+from mtrl.tracking.sinks import EpisodeSink, JsonlSink, Sink, SinkGroup, TrackerFactory
 
 __all__ = [
     "EpisodeSink",
@@ -34,6 +35,7 @@ __all__ = [
     "Sink",
     "SinkGroup",
     "TrackerFactory",
+    "builtin_trackers",
     "make_sinks",
     "tracker_factories",
 ]

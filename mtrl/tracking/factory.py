@@ -1,41 +1,41 @@
-"""``make_sinks``: every tracker a config asks for, behind one :class:`~mtrl.tracking.Sink`.
+"""``make_sinks``: a run's trackers and its console, behind one :class:`mtrl.tracking.Sink`.
 
-Plugin trackers (hook ``mtrl_register_trackers``) reach it through :func:`tracker_factories`.
+Trackers come from the hook ``mtrl_register_trackers``: the built-in ones (run files, wandb,
+TensorBoard; :mod:`mtrl.tracking.builtin`) and plugins' alike, chosen by
+:func:`tracker_factories`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mtrl.config import ExperimentConfig
+from mtrl.plugins.tracker_registrar import TrackerSpec
+from mtrl.tracking.builtin import BUILTIN_TRACKERS, PLUGIN
 from mtrl.tracking.console import make_console
-from mtrl.tracking.csv_sink import CsvSink
-from mtrl.tracking.episodes import FILENAME as EPISODES_FILE
-from mtrl.tracking.episodes import EpisodeCsvSink
-from mtrl.tracking.sinks import JsonlSink, Sink, SinkGroup
+from mtrl.tracking.sinks import Sink, SinkGroup, TrackerFactory
 
 if TYPE_CHECKING:
     from mtrl.plugins import Plugins
-    from mtrl.plugins.tracker_registrar import TrackerSpec
 
 log = logging.getLogger("mtrl.tracking")
-
-#: ``factory(cfg, run_dir, task_names) -> Sink | None``; what tracker plugins register.
-#: A factory with a ``label`` attribute is reported by it, else by its ``__qualname__``.
-TrackerFactory = Callable[[ExperimentConfig, "Path | None", list[str]], "Sink | None"]
 
 
 @dataclass(frozen=True)
 class PluginTracker:
-    """A registered tracker's factory, labelled with its name and plugin for reports."""
+    """A registered tracker's factory, labelled with its name and plugin for reports.
+
+    ``builtin``: offered by a plugin of mtrl itself; its failure to start stops the run (a run
+    directory that cannot be written, a TensorBoard asked for and not installed), where a
+    third-party tracker's is reported and left out.
+    """
 
     spec: TrackerSpec
+    builtin: bool = False
 
     @property
     def label(self) -> str:
@@ -47,16 +47,36 @@ class PluginTracker:
         return self.spec.factory(cfg, run_dir, task_names)
 
 
+def builtin_trackers() -> list[TrackerFactory]:
+    """The built-in trackers as :mod:`mtrl.tracking.builtin` registers them, without loading
+    any plugin (tools and tests that build sinks for a run directory)."""
+    return [
+        PluginTracker(TrackerSpec(name, factory, PLUGIN, description), builtin=True)
+        for name, (factory, description) in BUILTIN_TRACKERS.items()
+    ]
+
+
 def tracker_factories(cfg: ExperimentConfig, plugins: Plugins) -> list[TrackerFactory]:
-    """The plugin trackers ``cfg.tracking.trackers`` selects (None: all registered), in order.
+    """The trackers of a run, in order: every tracker of a built-in plugin (each switched on
+    or off by its own setting of ``cfg.tracking``), then the other plugins' trackers that
+    ``cfg.tracking.trackers`` selects (None: all registered).
 
     An unknown name raises :class:`~mtrl.plugins.tracker_registrar.UnknownTrackerError` with
-    the closest registered one; a name listed twice runs once.
+    the closest registered one; a name listed twice, or a built-in one listed, runs once.
     """
-    chosen = cfg.tracking.trackers
     registry = plugins.trackers
+
+    def builtin(name: str) -> bool:
+        info = plugins.infos.get(registry.get(name).plugin)
+        return info is not None and info.builtin
+
+    chosen = cfg.tracking.trackers
     names = registry.names() if chosen is None else list(dict.fromkeys(chosen))
-    return [PluginTracker(registry.get(name)) for name in names]
+    builtins = [n for n in registry.names() if builtin(n)]
+    others = [n for n in names if not builtin(n)]
+    return [PluginTracker(registry.get(n), builtin=True) for n in builtins] + [
+        PluginTracker(registry.get(n)) for n in others
+    ]
 
 
 def _label(factory: Any) -> str:
@@ -66,76 +86,61 @@ def _label(factory: Any) -> str:
     )
 
 
-def wandb_enabled(cfg: ExperimentConfig) -> bool:
-    """Whether to start a wandb sink (decided without importing wandb).
-
-    Off when the config or ``WANDB_MODE`` says ``disabled``, and in ``auto`` mode when wandb
-    is not installed (an explicit online/offline mode without wandb is reported instead).
-    """
-    mode = cfg.tracking.wandb.mode
-    if mode == "auto":
-        if os.environ.get("WANDB_MODE", "").strip().lower() == "disabled":
-            return False
-        if importlib.util.find_spec("wandb") is None:
-            log.info("tracking: wandb is not installed; `pip install wandb` to use it")
-            return False
-        return True
-    return mode != "disabled"
+def _start(
+    factory: TrackerFactory, cfg: ExperimentConfig, run_dir: Path | None, task_names: list[str]
+) -> Sink | None:
+    """``factory``'s sink, or None when it stays out; a third-party tracker that fails to
+    start, or returns something that is not a sink, is reported and left out."""
+    try:
+        sink = factory(cfg, run_dir, list(task_names))
+    except Exception as e:
+        if getattr(factory, "builtin", False):
+            raise
+        log.warning(
+            "tracking: %s failed to start and is left out: %s: %s",
+            _label(factory),
+            type(e).__name__,
+            e,
+        )
+        return None
+    if sink is not None and not isinstance(sink, Sink):
+        log.warning(
+            "tracking: %s returned a %s, which has no write/close; left out",
+            _label(factory),
+            type(sink).__name__,
+        )
+        return None
+    return sink
 
 
 def make_sinks(
     cfg: ExperimentConfig,
     run_dir: Path | None,
     task_names: list[str],
-    extra: Iterable[TrackerFactory] = (),
+    trackers: Iterable[TrackerFactory] | None = None,
     *,
     console: str | None = None,
     stream: TextIO | None = None,
 ) -> SinkGroup:
-    """Files in ``run_dir`` (metrics.jsonl, metrics.csv, episodes.csv), wandb, extra trackers,
-    the console.
+    """The sinks of ``trackers`` (default: :func:`builtin_trackers`, i.e. metrics.jsonl,
+    metrics.csv and episodes.csv in ``run_dir``, wandb, TensorBoard), then the console.
 
-    ``console`` overrides ``cfg.tracking.console`` (e.g. ``"quiet"`` in tests). An extra
-    tracker whose factory raises is reported by name and left out; the run goes on. Close the
-    returned group once at the end (the console stops first, so later messages stay visible).
+    A run passes :func:`tracker_factories`. ``console`` overrides ``cfg.tracking.console``
+    (e.g. ``"quiet"`` in tests). A third-party tracker whose factory raises is reported by
+    name and left out; the run goes on. Close the returned group once at the end (the console
+    comes last, so it stops first and later messages stay visible).
     """
     sinks = SinkGroup()
-    tc = cfg.tracking
-    if run_dir is not None:
-        sinks.add(JsonlSink(Path(run_dir) / "metrics.jsonl"))
-        if tc.csv:
-            sinks.add(CsvSink(Path(run_dir) / "metrics.csv"))
-        sinks.add(EpisodeCsvSink(Path(run_dir) / EPISODES_FILE))
-    if wandb_enabled(cfg):
-        from mtrl.tracking.wandb_sink import WandbSink
-
-        name = Path(run_dir).name if run_dir is not None else cfg.name
-        sinks.add(
-            WandbSink(tc.wandb, name=name, config=cfg.model_dump(mode="json"), run_dir=run_dir)
-        )
-    for factory in extra:
+    for factory in builtin_trackers() if trackers is None else trackers:
         try:
-            sink = factory(cfg, run_dir, list(task_names))
-        except Exception as e:
-            log.warning(
-                "tracking: %s failed to start and is left out: %s: %s",
-                _label(factory),
-                type(e).__name__,
-                e,
-            )
-            continue
-        if sink is None:
-            continue
-        if not isinstance(sink, Sink):
-            log.warning(
-                "tracking: %s returned a %s, which has no write/close; left out",
-                _label(factory),
-                type(sink).__name__,
-            )
-            continue
-        sinks.add(sink, getattr(factory, "label", None))
+            sink = _start(factory, cfg, run_dir, task_names)
+        except BaseException:
+            sinks.close()  # what already started (a wandb thread, open files) is let go
+            raise
+        if sink is not None:
+            sinks.add(sink, getattr(factory, "label", None))
     view = make_console(
-        console or tc.console,
+        console or cfg.tracking.console,
         list(task_names),
         cfg.total_env_steps,
         title=Path(run_dir).name if run_dir is not None else cfg.name,

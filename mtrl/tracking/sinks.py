@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from mtrl.config import ExperimentConfig
 
 log = logging.getLogger("mtrl.tracking")
 
@@ -41,6 +44,12 @@ class EpisodeSink(Protocol):
     ) -> None:
         """``task``'s episodes that just ended: their returns (unscaled) and lengths, with the
         task's own env steps and the run's wall seconds (``charts/elapsed_s``'s clock) now."""
+
+
+#: ``factory(cfg, run_dir, task_names) -> Sink | None``: what a tracker registers (the hook
+#: ``mtrl_register_trackers``). A factory with a ``label`` attribute is reported by it, else by
+#: its ``__qualname__``.
+TrackerFactory = Callable[["ExperimentConfig", "Path | None", list[str]], "Sink | None"]
 
 
 def jsonable(value: Any) -> Any:

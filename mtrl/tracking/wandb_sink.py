@@ -15,6 +15,7 @@ the same wandb run. ``charts/env_steps`` is the x-axis of every metric.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import queue
@@ -23,13 +24,30 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mtrl.config import WandbConfig
+from mtrl.config import ExperimentConfig, WandbConfig
 
 log = logging.getLogger("mtrl.tracking")
 
 STEP_METRIC = "charts/env_steps"
 ID_FILE = "wandb_id.txt"
 _ENV_MODES = {"online": "online", "run": "online", "offline": "offline", "dryrun": "offline"}
+
+
+def wandb_enabled(cfg: ExperimentConfig) -> bool:
+    """Whether to start a wandb sink (decided without importing wandb).
+
+    Off when the config or ``WANDB_MODE`` says ``disabled``, and in ``auto`` mode when wandb
+    is not installed (an explicit online/offline mode without wandb is reported instead).
+    """
+    mode = cfg.tracking.wandb.mode
+    if mode == "auto":
+        if os.environ.get("WANDB_MODE", "").strip().lower() == "disabled":
+            return False
+        if importlib.util.find_spec("wandb") is None:
+            log.info("tracking: wandb is not installed; `pip install wandb` to use it")
+            return False
+        return True
+    return mode != "disabled"
 
 
 def resolve_mode(mode: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mtrl.config import load_config
-from mtrl.tracking.factory import wandb_enabled
+from mtrl.tracking.wandb_sink import wandb_enabled
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 

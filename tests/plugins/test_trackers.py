@@ -1,4 +1,5 @@
-"""Trackers as plugins: registration, isolation, selection by config, and failure reports."""
+"""Trackers as plugins: registration (the built-in ones too), isolation, selection by config,
+and failure reports."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ import pytest
 
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import ConfigError, PluginUnavailable
-from mtrl.plugins import Plugins, hookimpl, load_plugins
+from mtrl.plugins import Plugins, get_plugins, hookimpl, load_plugins
 from mtrl.plugins.tracker_registrar import UnknownTrackerError
-from mtrl.tracking import make_sinks, tracker_factories
+from mtrl.tracking import JsonlSink, make_sinks, tracker_factories
+from mtrl.tracking.builtin import BUILTIN_TRACKERS
+from mtrl.tracking.console import PlainConsole
+from mtrl.tracking.csv_sink import CsvSink
+from mtrl.tracking.episodes import EpisodeCsvSink
+from mtrl.tracking.tensorboard_sink import TensorboardSink
+
+BUILTIN = list(BUILTIN_TRACKERS)
 
 
 @pytest.fixture(autouse=True)
@@ -79,20 +87,26 @@ def test_registered_trackers_are_listed_and_all_run_by_default() -> None:
         ["mtrl_register_trackers"],
         ["alpha", "beta"],
     )
-    assert plugins.trackers.names() == ["alpha", "beta"]
+    assert plugins.trackers.names() == [*BUILTIN, "alpha", "beta"]  # built-ins load first
     assert plugins.trackers.get("alpha").description == "first"
-    sinks = make_sinks(_cfg(), None, ["a"], extra=tracker_factories(_cfg(), plugins))
+    sinks = make_sinks(_cfg(), None, ["a"], trackers=tracker_factories(_cfg(), plugins))
     sinks.write({"charts/env_steps": 1})
     sinks.close()
     assert set(made) == {"alpha", "beta"}
     assert made["alpha"].records == [{"charts/env_steps": 1}] and made["beta"].closed
 
 
-@pytest.mark.parametrize(("chosen", "expected"), [(["beta"], ["beta"]), ([], [])])
-def test_config_selects_trackers(chosen: list[str], expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("chosen", "expected"), [(["beta"], ["beta"]), ([], []), (["beta", "csv", "beta"], ["beta"])]
+)
+def test_config_selects_plugin_trackers_and_built_ins_always_run(
+    chosen: list[str], expected: list[str]
+) -> None:
+    """``tracking.trackers`` picks among plugins' trackers; the built-in ones run whatever it
+    says (their own settings switch them), once even when listed."""
     plugins, _ = _two_trackers()
     factories = tracker_factories(_cfg(chosen), plugins)
-    assert [f.spec.name for f in factories] == expected  # type: ignore[attr-defined]
+    assert [f.spec.name for f in factories] == [*BUILTIN, *expected]  # type: ignore[attr-defined]
 
 
 def test_unknown_tracker_names_the_closest() -> None:
@@ -126,7 +140,7 @@ def test_raising_factory_and_write_are_reported_by_name_and_turned_off(
 
     plugins = load_plugins(autoload=False, extra={"mine": _plugin(register)})
     with caplog.at_level(logging.WARNING, logger="mtrl.tracking"):
-        sinks = make_sinks(_cfg(), None, ["a"], extra=tracker_factories(_cfg(), plugins))
+        sinks = make_sinks(_cfg(), None, ["a"], trackers=tracker_factories(_cfg(), plugins))
         assert list(sinks) == [bad, good]  # remote left out, optout stayed out
         sinks.write({"charts/env_steps": 1})
         sinks.write({"charts/env_steps": 2})
@@ -189,3 +203,43 @@ def test_unavailable_and_raising_hooks_are_isolated() -> None:
     assert "mtrl_register_trackers raised RuntimeError: boom" in plugins.infos["b"].errors[0]
     assert "must call register.tracker" in plugins.infos["r"].errors[0]
     assert plugins.infos["scheduler"].status == "ok"
+
+
+def test_built_in_trackers_register_through_the_hook(fresh_plugins: None) -> None:
+    plugins = get_plugins()
+    info = plugins.infos["tracking"]
+    assert (info.status, info.builtin, info.hooks) == ("ok", True, ["mtrl_register_trackers"])
+    assert info.trackers == BUILTIN == ["jsonl", "csv", "episodes", "wandb", "tensorboard"]
+    assert {plugins.trackers.get(name).plugin for name in BUILTIN} == {"tracking"}
+    assert "TensorBoard" in plugins.trackers.get("tensorboard").description
+
+
+@pytest.mark.parametrize(
+    ("tracking", "expected"),
+    [
+        ({}, [JsonlSink, CsvSink, EpisodeCsvSink, PlainConsole]),
+        ({"trackers": []}, [JsonlSink, CsvSink, EpisodeCsvSink, PlainConsole]),
+        ({"csv": False}, [JsonlSink, EpisodeCsvSink, PlainConsole]),
+        (
+            {"tensorboard": {"enabled": True}},
+            [JsonlSink, CsvSink, EpisodeCsvSink, TensorboardSink, PlainConsole],
+        ),
+    ],
+)
+def test_a_runs_sinks_come_from_the_registry_as_they_were_wired_before(
+    tmp_path: Path, tracking: dict[str, Any], expected: list[type]
+) -> None:
+    """The run files, then the console last; ``tracking.trackers`` leaves the built-ins be.
+    Without a registry, ``make_sinks`` starts the same built-ins."""
+    cfg = ExperimentConfig.model_validate(
+        {
+            "tasks": [{"env": "gymnasium/CartPole-v1"}],
+            "tracking": {"console": "plain", "wandb": {"mode": "disabled"}, **tracking},
+        }
+    )
+    plugins = load_plugins(autoload=False)
+    for trackers in (tracker_factories(cfg, plugins), None):
+        sinks = make_sinks(cfg, tmp_path, ["a"], trackers)
+        assert [type(s) for s in sinks] == expected
+        sinks.close()
+    assert not make_sinks(cfg, None, ["a"], tracker_factories(cfg, plugins), console="quiet")

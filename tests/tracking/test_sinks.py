@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mtrl.config import ExperimentConfig
-from mtrl.tracking import Sink, SinkGroup, make_sinks
+from mtrl.tracking import Sink, SinkGroup, builtin_trackers, make_sinks
 from mtrl.tracking.console import JsonlConsole, PlainConsole
 from mtrl.tracking.csv_sink import CsvSink
 from mtrl.tracking.episodes import EpisodeCsvSink
@@ -101,7 +101,7 @@ def test_sink_group_drops_a_failing_sink_and_keeps_the_others(
     assert not bad.closed  # already dropped
 
 
-def test_make_sinks_writes_files_and_takes_extra_trackers(
+def test_make_sinks_writes_files_and_takes_plugin_trackers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     collected = Collect()
@@ -118,7 +118,10 @@ def test_make_sinks_writes_files_and_takes_extra_trackers(
 
     with caplog.at_level(logging.WARNING, logger="mtrl.tracking"):
         sinks = make_sinks(
-            _cfg(tmp_path), tmp_path, ["gymnasium/CartPole-v1"], [tracker, broken, not_a_sink]
+            _cfg(tmp_path),
+            tmp_path,
+            ["gymnasium/CartPole-v1"],
+            [*builtin_trackers(), tracker, broken, not_a_sink],
         )
     messages = " ".join(r.getMessage() for r in caplog.records)
     assert "broken failed to start" in messages and "no server" in messages
