@@ -20,8 +20,11 @@ class ImpalaReplayConfig(ConfigModel):
     proportion: float = Field(default=0.5, ge=0, lt=1)
     """Share of each update's env columns drawn from the replay: for a task's ``N`` fresh
     columns, ``round(N x p / (1 - p))`` replayed ones of the same task (0.5: as many as
-    fresh, so each env step trains about twice; LASER's Atari setting is 0.875). A task's
-    replay is drawn from only once it holds that many sequences."""
+    fresh; LASER's Atari setting is 0.875). A task's replay is drawn from only once it holds
+    that many sequences. ``learner.batch_size`` counts the fresh columns an update waits for,
+    so an update trains on ``batch_size / (1 - p)`` columns: to keep plain IMPALA's batch and
+    update ``1 / (1 - p)`` times as often per env step (LASER's trade), set ``batch_size`` to
+    ``(1 - p)`` of IMPALA's."""
     capacity: PositiveInt = 100_000
     """Env steps kept per task, as whole unrolls of one env copy (rounded up); the oldest are
     overwritten. Host memory, counted by the pre-flight check."""
