@@ -34,6 +34,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 env_note=plugins.unknown_env_note,
             )
             _check_commands(cfg, plugins, path)
+            _check_trackers(cfg, path)
             if args.check_envs:
                 _check_envs(cfg, plugins, path)
             specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
@@ -50,6 +51,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for note in weight_notes(cfg) + placement_notes(cfg):
             print(f"{path}: warning: {note}")
     return EXIT_USER_ERROR if failed else 0
+
+
+def _check_trackers(cfg: Any, path: str) -> None:
+    """Refuse a built-in tracker the config turns on whose package is missing (TensorBoard),
+    as ``mtrl train`` would before its first step."""
+    from mtrl.tracking.tensorboard_sink import summary_writer_class
+
+    if cfg.tracking.tensorboard.enabled:
+        try:
+            summary_writer_class()
+        except UserError as e:
+            raise UserError(f"{path}: {e}") from None
 
 
 def _check_commands(cfg: Any, plugins: Any, path: str) -> None:

@@ -115,7 +115,7 @@ NO_TENSORBOARD = """
 import sys
 sys.modules["tensorboard"] = None  # as on a machine where it is not installed
 from mtrl.cli import main
-sys.exit(main(["train", sys.argv[1]]))
+sys.exit(main([sys.argv[2], sys.argv[1]]))
 """
 
 
@@ -128,15 +128,17 @@ def test_tensorboard_asked_for_and_not_installed_stops_with_one_line(tmp_path: P
         f"tracking: {{run_dir: {tmp_path / 'runs'}, console: quiet, "
         "wandb: {mode: disabled}, tensorboard: {enabled: true}}\n"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", NO_TENSORBOARD, str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert res.returncode == 2, res.stderr
-    assert res.stderr.strip().splitlines() == [
-        "error: tracking.tensorboard.enabled is true but the tensorboard package is not "
+    missing = (
+        "tracking.tensorboard.enabled is true but the tensorboard package is not "
         "installed: pip install tensorboard (or pip install 'mtrl[tensorboard]')"
-    ]
+    )
+    for command, line in (("validate", f"{cfg}: {missing}"), ("train", f"error: {missing}")):
+        res = subprocess.run(
+            [sys.executable, "-c", NO_TENSORBOARD, str(cfg), command],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().splitlines() == [line], command
     assert not list((tmp_path / "runs").glob("tb__*"))  # nothing half-made is left
