@@ -1,10 +1,11 @@
 """MuJoCo's C-level warnings as Python warnings, not prints plus a ``MUJOCO_LOG.TXT`` in the cwd.
 
 Without a user handler MuJoCo prints each warning to the terminal and appends it to
-``MUJOCO_LOG.TXT`` in the current directory (compiling gymnasium's HalfCheetah model does, for a
-deprecated XML attribute). With :func:`route_mujoco_warnings` installed they become
-:class:`MujocoWarning`\\s, which Python's warning filters show once, silence or record (``mtrl
-envs`` records them as an env's notes), and no log file is written.
+``MUJOCO_LOG.TXT`` in the current directory (a simulation that blows up does; with mujoco 4.x,
+so does compiling gymnasium's HalfCheetah model, for a deprecated XML attribute). With
+:func:`route_mujoco_warnings` installed they become :class:`MujocoWarning`\\s, which Python's
+warning filters show once, silence or record (``mtrl envs`` records them as an env's notes),
+and no log file is written.
 """
 
 from __future__ import annotations
