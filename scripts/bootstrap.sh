@@ -50,16 +50,25 @@ else
   step 2 "torch $("$venv/bin/python" -c "import torch; print(torch.__version__)") already installed"
 fi
 
+# Every plugins_contrib package but those that need their own venv: mtrl-metaworld pins
+# mujoco 3.3.0 (Meta-World's pin), and this venv keeps the mujoco its measured learning runs
+# used (gymnasium's MuJoCo tasks in the quickstart); scripts/metaworld_tests.sh builds
+# .venv-metaworld for it.
+own_venv=(plugins_contrib/mtrl-metaworld)
 contrib=()
 for p in plugins_contrib/*/pyproject.toml; do
-  [ -e "$p" ] && contrib+=(-e "$(dirname "$p")")
+  d=$(dirname "$p")
+  [[ " ${own_venv[*]} " == *" $d "* ]] && continue
+  [ -e "$p" ] && contrib+=(-e "$d")
 done
+contrib+=(${MTRL_EXTRA_CONTRIB:+-e "$MTRL_EXTRA_CONTRIB"})
 step 3 "installing mtrl[all,external,test,bench] and $((${#contrib[@]} / 2)) plugins_contrib packages" \
   "(first time: minutes)"
 s=$SECONDS
 pip_install -e ".[all,external,test,bench]" "${contrib[@]}"
-# Meta-World (plugins_contrib/mtrl-metaworld) pins mujoco 3.3.0; replacing 4.0.0 leaves plugin
-# libraries pip cannot see, which break `import mujoco` (the script's docstring says why).
+# A venv with Meta-World (MTRL_EXTRA_CONTRIB=plugins_contrib/mtrl-metaworld) gets mujoco 3.3.0;
+# replacing 4.0.0 leaves plugin libraries pip cannot see, which break `import mujoco` (the
+# script's docstring says why).
 "$venv/bin/python" scripts/mujoco_leftovers.py
 took $s
 

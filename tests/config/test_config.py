@@ -13,8 +13,16 @@ from mtrl.plugins import get_plugins
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
 
+#: Configs whose envs come from a plugin that lives in its own venv, and the job that
+#: validates them there.
+OWN_VENV = {"mt10.yaml": ("metaworld", "scripts/metaworld_tests.sh")}
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_every_shipped_config_validates_against_installed_plugins(path: Path) -> None:
+    plugin, job = OWN_VENV.get(path.name, (None, None))
+    if plugin is not None and plugin not in get_plugins().infos:
+        pytest.skip(f"{path.name} needs the {plugin} plugin, in its own venv: {job}")
     cfg = load_config(path, env_ids=get_plugins().envs.ids())
     assert cfg.tasks
 
