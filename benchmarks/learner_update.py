@@ -6,9 +6,15 @@
 Each task gets one block of ``num_envs`` columns × ``unroll_length`` steps per update (the
 smallest batch a run's learner takes when every task's actor delivers one unroll), filled
 with observations and actions sampled from the task's spaces; the model and learner are the
-config's, on one torch thread (``learner.torch_threads``). Set beside a run's updates per
-second (``charts/updates`` over ``charts/elapsed_s``) it tells whether that run waits on its
-learner or on its data (docs/BENCHMARKS.md, "What bounds breakout in the quickstart").
+config's (``learner.algorithm``, built through the registry as a run builds it), on one torch
+thread (``learner.torch_threads``). Set beside a run's updates per second (``charts/updates``
+over ``charts/elapsed_s``) it tells whether that run waits on its learner or on its data
+(docs/BENCHMARKS.md, "What bounds breakout in the quickstart").
+
+A replay-based rule (``sac``) stores each block and takes the gradient steps its replay ratio
+owes: its replays are first filled past ``learning_starts`` (untimed), and the figure that
+bounds its run is **ms per gradient step** (also printed), which with the replay ratio gives
+the env steps per second the learner can keep up with.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 
+from mtrl.algorithms import make_learner
 from mtrl.config import load_config
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.impala import ImpalaLearner
+from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 
@@ -66,10 +73,17 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
         spaces.append(TaskSpaces(spec.observation_space, spec.action_space))
     torch.set_num_threads(cfg.learner.torch_threads)
     torch.manual_seed(cfg.seed)
-    learner = ImpalaLearner(
-        MultiTaskModel(spaces, cfg.learner.model),
+    model = MultiTaskModel(spaces, cfg.learner.model)
+    spec = plugins.algorithms.get(cfg.learner.algorithm)
+    if spec.prepare_model is not None:
+        spec.prepare_model(model)
+    learner = make_learner(
+        plugins,
+        model,
         cfg.learner,
         [t.key for t in cfg.tasks],
+        DistContext(),
+        None,
         [t.learning_rate_scale for t in cfg.tasks],  # the optimiser's groups, as in a run
     )
     steps = cfg.learner.unroll_length
@@ -77,14 +91,21 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
         task_block(i, s, steps, t.num_envs, i)
         for i, (s, t) in enumerate(zip(spaces, cfg.tasks, strict=True))
     ]
-    for _ in range(5):
-        learner.update(batches)
+    warmup = 5
+    if cfg.learner.algorithm == "sac":  # fill every replay past learning_starts first
+        per_update = steps * min(t.num_envs for t in cfg.tasks)
+        warmup += -(-cfg.learner.sac.learning_starts // per_update)
+    for _ in range(warmup):
+        stats = learner.update(batches)
+    gradient_steps = stats.get("sac/gradient_steps")
     start = time.perf_counter()
     for _ in range(updates):
-        learner.update(batches)
-    ms = (time.perf_counter() - start) / updates * 1e3
-    return {
+        stats = learner.update(batches)
+    seconds = time.perf_counter() - start
+    ms = seconds / updates * 1e3
+    result: dict[str, Any] = {
         "config": str(config),
+        "algorithm": cfg.learner.algorithm,
         "tasks": [t.key for t in cfg.tasks],
         "samples_per_update": steps * sum(t.num_envs for t in cfg.tasks),
         "updates": updates,
@@ -92,6 +113,12 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
         "updates_per_s": 1e3 / ms,
         "torch_threads": cfg.learner.torch_threads,
     }
+    if gradient_steps is not None:
+        taken = stats["sac/gradient_steps"] - gradient_steps
+        result["gradient_steps"] = taken
+        result["ms_per_gradient_step"] = seconds / taken * 1e3
+        result["env_steps_per_s_bound"] = result["samples_per_update"] * updates / seconds
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['config']}: {result['ms_per_update']:.1f} ms per update of "
         f"{result['samples_per_update']} samples ({result['updates_per_s']:.1f} updates/s alone)"
     )
+    if "ms_per_gradient_step" in result:
+        print(
+            f"  {result['ms_per_gradient_step']:.1f} ms per gradient step: the learner keeps up "
+            f"with {result['env_steps_per_s_bound']:.0f} env steps/s at this replay ratio"
+        )
     path = write_result(f"learner_update_{args.config.stem}", result, args.out_dir)
     print(f"wrote {path}")
     return 0

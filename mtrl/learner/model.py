@@ -164,6 +164,16 @@ class MultiTaskModel(nn.Module):
             )
         return self.features(task, obs)
 
+    def embed_many(self, tasks: Sequence[int], obs: Sequence[Obs]) -> torch.Tensor:
+        """Features ``[Σn, H]`` of several tasks' observations (each ``[n_k, *obs]``), rows
+        task by task in the given order: each task's encoder, then *one* torso pass over all
+        rows. The same values as :meth:`embed` task by task, in fewer, larger calls (what a
+        learner that draws a mixed batch every step wants). Feed-forward models only."""
+        if self.recurrent:
+            raise ValueError("embed_many runs feed-forward models; a recurrent core needs states")
+        parts = [self.encoders[self._check_task(k)](o) for k, o in zip(tasks, obs, strict=True)]
+        return self.torso(torch.cat(parts))
+
     def initial_state(
         self, num_envs: int, device: torch.device | str | None = None
     ) -> torch.Tensor:

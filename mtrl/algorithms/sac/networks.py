@@ -69,14 +69,20 @@ class SquashedGaussianHead(nn.Module):
         self.log_half_width: torch.Tensor
         self.register_buffer("log_half_width", lhw, persistent=False)
 
+    def params(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-std of the raw action, flat: ``[*B, size]`` each (what a learner
+        concatenating several tasks' rows works on)."""
+        squash = torch.tanh(self.log_std(h))
+        return self.mean(h), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squash + 1)
+
     def forward(self, h: torch.Tensor, action_mask: torch.Tensor | None = None) -> DiagGaussian:
         if action_mask is not None:
             raise ValueError("an action_mask is meaningless for a Box action space")
         shape = (*h.shape[:-1], *self.act_shape)
-        mean = self.mean(h).reshape(shape)
-        squash = torch.tanh(self.log_std(h).reshape(shape))
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squash + 1)
-        return DiagGaussian(mean, log_std, len(self.act_shape), self.log_half_width)
+        mean, log_std = self.params(h)
+        return DiagGaussian(
+            mean.reshape(shape), log_std.reshape(shape), len(self.act_shape), self.log_half_width
+        )
 
 
 def install_policy_heads(model: MultiTaskModel) -> None:
