@@ -1,4 +1,4 @@
-"""Peer venvs (Stable-Baselines3, Sample Factory) built once under ``benchmarks/peers/.venvs``.
+"""Peer venvs (SB3, SB3 with MuJoCo, Sample Factory) in ``benchmarks/peers/.venvs``.
 
 Each venv is built with pip in two steps: ``torch==2.13.0`` first (the CPU wheel on this
 machine's disk), then the peer with torch pinned to the same version, so pip never swaps in a
@@ -21,6 +21,8 @@ TORCH = "torch==2.13.0"
 #: name -> pip requirements (installed after torch, with torch pinned beside them).
 PEERS: dict[str, list[str]] = {
     "sb3": ["stable-baselines3==2.9.*"],
+    # SAC on MuJoCo tasks: the same gymnasium and MuJoCo as mtrl's .venv.
+    "sb3_mujoco": ["stable-baselines3==2.9.*", "gymnasium[mujoco]==1.4.0", "mujoco==4.0.0"],
     # Sample Factory 2.1.1 pins numpy<2 and gymnasium<1.0 itself; pip resolves the rest.
     "sf": ["sample-factory==2.1.1"],
 }

@@ -101,8 +101,9 @@ def test_each_gradient_step_mixes_tasks_by_their_weighted_data() -> None:
         learner.update([_batch(0, 2, rng, weight=3.0), _batch(1, 2, rng)])
     drawn = {k: 0 for k in (0, 1)}
     for _ in range(50):
-        for part in learner._sample([0, 1]):
-            drawn[part.task] += len(part.rewards)
+        for group in learner._sample([0, 1]):
+            for task, n in zip(group.tasks, group.sizes, strict=True):
+                drawn[task] += n
     assert drawn[0] + drawn[1] == 50 * 64
     assert drawn[0] / (50 * 64) == pytest.approx(0.75, abs=0.01)
 

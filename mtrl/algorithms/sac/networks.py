@@ -16,11 +16,12 @@ Sharing would let the critic's TD gradients and the policy's gradients pull one 
 directions at two step sizes (SAC-AE, Yarats et al. 2021, found the policy's gradient through
 a shared encoder hurts and detaches it); separate networks are SAC's own arrangement and the
 simplest that is robust across observation kinds, at twice the encoder cost. A ``Box`` task's
-critic reads the squashed action ``tanh(u)`` (in ``[-1, 1]`` whatever the env's bounds) joined
-to its encoded observation by a per-task layer before the shared torso, and its head gives one
-``Q``; a ``Discrete(n)`` task's head gives ``Q`` of all ``n`` actions (SAC-discrete), so its
-torso input is the encoded observation alone. The twin critics are two such networks
-(:class:`TwinCritic`), each with its own Polyak-averaged target copy.
+critic reads the squashed action ``tanh(u)`` (in ``[-1, 1]`` whatever the env's bounds), added
+to its encoded observation through a per-task linear map before the shared torso
+(:class:`ActionJoin`), and its head gives one ``Q``; a ``Discrete(n)`` task's head gives ``Q``
+of all ``n`` actions (SAC-discrete), so its torso input is the encoded observation alone. The
+twin critics are two such networks (:class:`TwinCritic`), each with its own Polyak-averaged
+target copy.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from mtrl.learner.encoders import activation, make_encoder, make_mlp, ortho_init
 from mtrl.learner.model import MultiTaskModel, Obs
 
 __all__ = [
+    "ActionJoin",
     "CriticInput",
     "MultiTaskCritic",
     "SquashedGaussianHead",
@@ -92,6 +94,23 @@ def install_policy_heads(model: MultiTaskModel) -> None:
             model.policy_heads[k] = SquashedGaussianHead(model.hidden_dim, task.action_space)
 
 
+class ActionJoin(nn.Module):
+    """A ``Box`` task's action into its critic: ``act(x + W a)``, the encoded observation ``x``
+    ``[n, dim]`` plus a linear map of the squashed action ``a`` ``[n, size]``, through the
+    activation. The action enters after the observation's first layer (as in DDPG's critic,
+    Lillicrap et al. 2016) at the cost of a ``size x dim`` product rather than a second
+    ``dim x dim`` layer, so a critic costs what the policy costs (SB3's critic, two hidden
+    layers on ``[obs, a]``, has the same number of ``dim x dim`` products)."""
+
+    def __init__(self, size: int, dim: int, act: str) -> None:
+        super().__init__()
+        self.action = ortho_init(nn.Linear(size, dim, bias=False))
+        self.activation = activation(act)
+
+    def forward(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        return self.activation(x + self.action(a))
+
+
 @dataclass
 class CriticInput:
     """One task's part of a critic batch: observations ``[n, *obs]`` and, for a ``Box`` task,
@@ -122,12 +141,7 @@ class MultiTaskCritic(nn.Module):
             box = isinstance(act_space, spaces.Box)
             self.continuous.append(box)
             if box:
-                size = int(np.prod(act_space.shape))
-                joins.append(
-                    nn.Sequential(
-                        ortho_init(nn.Linear(dim + size, dim)), activation(cfg.activation)
-                    )
-                )
+                joins.append(ActionJoin(int(np.prod(act_space.shape)), dim, cfg.activation))
                 heads.append(ortho_init(nn.Linear(width, 1), gain=1.0))
             else:
                 joins.append(nn.Identity())
@@ -142,8 +156,7 @@ class MultiTaskCritic(nn.Module):
         for part in inputs:
             x = self.encoders[part.task](part.obs)
             if self.continuous[part.task]:
-                a = part.action.reshape(x.shape[0], -1).to(x.dtype)
-                x = self.joins[part.task](torch.cat([x, a], dim=-1))
+                x = self.joins[part.task](x, part.action.reshape(x.shape[0], -1).to(x.dtype))
             xs.append(x)
         h = self.torso(torch.cat(xs)).split([x.shape[0] for x in xs])
         out = []
