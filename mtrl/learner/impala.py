@@ -18,8 +18,9 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
    policy, ``gaussian_entropy_coef`` for a Gaussian; a discrete task's grown while its
    entropy is under its floor, a squashed Gaussian's while its mean sits where tanh is flat:
    :mod:`mtrl.learner.entropy_floor`) — is
-   averaged over genuine (non-reset) steps; one optimiser step with global gradient-norm
-   clipping.
+   averaged over genuine (non-reset) steps (the math: :mod:`mtrl.learner.impala_loss`, a pure
+   function of each block's tensors; the diagnostics are read from its inputs after the
+   step); one optimiser step with global gradient-norm clipping.
 
 With PopArt disabled, μ = 0 and σ = 1 throughout and step 3 is skipped.
 
@@ -32,6 +33,7 @@ this update and override only its hooks: :meth:`ImpalaLearner.reduce_moment_sums
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -42,13 +44,29 @@ from mtrl.learner import diagnostics, popart, schedule
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator
 from mtrl.learner.diagnostic_window import DiagnosticWindow
-from mtrl.learner.distributions import DiagGaussian
+from mtrl.learner.distributions import DiagGaussian, PolicyDist
 from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
+from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
 from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
 from mtrl.learner.recurrent import sequence_resets
-from mtrl.learner.vtrace import vtrace
+from mtrl.learner.vtrace import VTraceReturns, vtrace
 
 __all__ = ["ImpalaLearner"]
+
+
+@dataclass
+class _TaskPart:
+    """One task block through the update: its forward (features, policy, log-probabilities of
+    the taken actions, V-trace returns), then the loss's inputs and sums
+    (:mod:`mtrl.learner.impala_loss`), from which the diagnostics are read after the step."""
+
+    batch: TaskBatch
+    h: torch.Tensor
+    dist: PolicyDist
+    logp: torch.Tensor
+    vt: VTraceReturns
+    inputs: LossInputs | None = None
+    sums: LossSums | None = None
 
 
 def _core_state(batch: TaskBatch, size: int) -> torch.Tensor:
@@ -164,13 +182,11 @@ class ImpalaLearner:
         sums, counts = self._loss_sums(parts)
         shares = self._grad_shares(parts) if self._shares_due() else None
         total = self._global_count(sum(counts))
-        n = max(total, 1)
-        pg_sum, v_sum, _, bonus_sum = sums
-        loss = (pg_sum + cfg.value_coef * v_sum - self.bonus.unit * bonus_sum) / n
+        loss_ = loss(sums, total, cfg.value_coef, self.bonus.unit)
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
-            loss = loss + 0.0 * h_all.sum()
+            loss_ = loss_ + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_.backward()
         self._reduce_gradients()
         grad_norm = self._clip_gradients()
         self.optimizer.step()
@@ -191,13 +207,13 @@ class ImpalaLearner:
         """Each task's entropy-bonus multiplier (:class:`EntropyBoost`), float64 on the host."""
         return self.boost.values
 
-    def _forward(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+    def _forward(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[_TaskPart]]:
         """Features, policies and V-trace targets (under the old statistics) of every batch."""
         cfg, model = self.cfg, self.model
         w, b = model.value_weight, model.value_bias
         mu, sigma = self._stats()
         h_all, hs = self._embed(batches)
-        parts: list[dict[str, Any]] = []
+        parts: list[_TaskPart] = []
         for batch, h in zip(batches, hs, strict=True):
             k = batch.task
             mask = model.action_mask(k, batch.obs) if model.has_action_mask(k) else None
@@ -217,14 +233,12 @@ class ImpalaLearner:
                     c_bar=cfg.c_bar,
                     lam=cfg.lam,
                 )
-            parts.append({"batch": batch, "h": h, "dist": dist, "logp": logp, "vt": vt})
+            parts.append(_TaskPart(batch, h, dist, logp, vt))
         return h_all, parts
 
-    def _loss_sums(self, parts: list[dict[str, Any]]) -> tuple[list[torch.Tensor], list[int]]:
-        """Policy, value and entropy SUMS over valid steps (new statistics) and the
-        entropy-bonus sum in units of ``bonus.unit`` (:class:`BonusWeights`: each task's
-        entropy times its plain weight · σ / value scale plus its ``entropy_boost`` − 1); and
-        the counts.
+    def _loss_sums(self, parts: list[_TaskPart]) -> tuple[LossSums, list[int]]:
+        """The loss's sums over every block (new statistics; :func:`task_loss_sums` per
+        block, each part keeping its inputs and sums) and each block's count of valid steps.
 
         Sums, not means: replicas divide by the count of the whole batch (``_global_count``).
         """
@@ -237,45 +251,48 @@ class ImpalaLearner:
         scale = self.value_scale.float()
         policy_factor = sigma / scale
         value_factor = policy_factor**2
-        cfg = self.cfg
-        boost = self.boost.multipliers().to(sigma)
-        plain, on = self.plain_bonus, self.bonus.boost_on
-        pg_sum = v_sum = ent_sum = bonus_sum = torch.zeros((), device=self.device)
+        # The floor's and ceiling's extra bonus (boost − 1) enforces a constraint: it stays in
+        # units of entropy_coef, however small σ / scale has become, and acts on a Gaussian
+        # too (whose plain weight is gaussian_entropy_coef, 0 by default).
+        on = self.bonus.boost_on
+        bonus_weight = self.plain_bonus * policy_factor + on * self.boost.multipliers().to(sigma)
+        bonus_weight = bonus_weight - on
+        zero = torch.zeros((), device=self.device)
+        total = LossSums(zero, zero, zero, zero)
         counts = []
         for p in parts:
-            batch, k, dist = p["batch"], p["batch"].task, p["dist"]
-            mask = batch.valid.float()
-            n_pred = p["h"][:-1] @ w[k] + b[k]  # new (rescaled) head
-            target = (p["vt"].vs - mu[k]) / sigma[k]
-            adv = p["vt"].pg_advantages / scale[k]
-            entropy = dist.entropy()
-            weight = batch.loss_weight
-            pg = -(p["logp"] * adv * mask).sum() * weight
-            v = 0.5 * ((n_pred - target) ** 2 * mask).sum() * weight * value_factor[k]
-            ent = (entropy * mask).sum() * weight
-            # The floor's and ceiling's extra bonus (boost − 1) enforces a constraint: it
-            # stays in units of entropy_coef, however small σ / scale has become, and acts on
-            # a Gaussian too (whose plain weight is gaussian_entropy_coef, 0 by default).
-            bonus = ent * (plain[k] * policy_factor[k] + on * boost[k] - on)
-            pg_sum, v_sum, ent_sum = pg_sum + pg, v_sum + v, ent_sum + ent
-            bonus_sum = bonus_sum + bonus
-            p["loss"] = pg + cfg.value_coef * v - self.bonus.unit * bonus
-            gaussian = isinstance(dist, DiagGaussian)
-            p["diag"] = diagnostics.task_sums(
-                valid=batch.valid,
-                entropy=entropy,
-                behaviour_logp=batch.behaviour_logp,
-                target_logp=p["logp"].detach(),
-                advantages=adv,
-                value=n_pred,
-                target=target,
-                rho_bar=cfg.rho_bar,
-                log_std=dist.log_std if gaussian else None,
-                mean=dist.mean if gaussian else None,
-                squashed=dist.log_half_width if gaussian else None,
+            k = p.batch.task
+            p.inputs = LossInputs(
+                logp=p.logp,
+                advantages=p.vt.pg_advantages / scale[k],
+                value=p.h[:-1] @ w[k] + b[k],  # the new (rescaled) head
+                target=(p.vt.vs - mu[k]) / sigma[k],
+                entropy=p.dist.entropy(),
+                valid=p.batch.valid,
             )
-            counts.append(batch.num_samples)
-        return [pg_sum, v_sum, ent_sum, bonus_sum], counts
+            p.sums = task_loss_sums(p.inputs, p.batch.loss_weight, value_factor[k], bonus_weight[k])
+            total = total + p.sums
+            counts.append(p.batch.num_samples)
+        return total, counts
+
+    def _task_diagnostics(self, p: _TaskPart) -> torch.Tensor:
+        """One block's diagnostic sums (:func:`diagnostics.task_sums`), read from the loss's
+        inputs after the step."""
+        x, dist = p.inputs, p.dist
+        gaussian = isinstance(dist, DiagGaussian)
+        return diagnostics.task_sums(
+            valid=x.valid,
+            entropy=x.entropy,
+            behaviour_logp=p.batch.behaviour_logp,
+            target_logp=x.logp.detach(),
+            advantages=x.advantages,
+            value=x.value,
+            target=x.target,
+            rho_bar=self.cfg.rho_bar,
+            log_std=dist.log_std if gaussian else None,
+            mean=dist.mean if gaussian else None,
+            squashed=dist.log_half_width if gaussian else None,
+        )
 
     def _shares_due(self) -> bool:
         """Whether this update measures each task's share of the torso gradient (one extra
@@ -286,12 +303,13 @@ class ImpalaLearner:
             return False
         return any(q.requires_grad for q in self.model.torso.parameters())
 
-    def _grad_shares(self, parts: list[dict[str, Any]]) -> list[float]:
+    def _grad_shares(self, parts: list[_TaskPart]) -> list[float]:
         """Each task's share of the torso gradient in this update (0 for absent tasks)."""
         per_task: dict[int, torch.Tensor] = {}
         for p in parts:
-            k = p["batch"].task
-            per_task[k] = per_task[k] + p["loss"] if k in per_task else p["loss"]
+            k = p.batch.task
+            own = loss(p.sums, 1, self.cfg.value_coef, self.bonus.unit)
+            per_task[k] = per_task[k] + own if k in per_task else own
         tasks = sorted(per_task)
         torso = [q for q in self.model.torso.parameters() if q.requires_grad]
         got = diagnostics.grad_shares([per_task[k] for k in tasks], torso)
@@ -302,8 +320,8 @@ class ImpalaLearner:
 
     def _metrics(
         self,
-        parts: list[dict[str, Any]],
-        sums: list[torch.Tensor],
+        parts: list[_TaskPart],
+        sums: LossSums,
         counts: list[int],
         total: int,
         grad_norm: torch.Tensor,
@@ -314,13 +332,13 @@ class ImpalaLearner:
         diagnostics' sums over all replicas, ``[K, len(FIELDS)]`` on the CPU."""
         cfg, n = self.cfg, max(total, 1)
         old = self.version - 1
-        lag = sum((old - p["batch"].policy_version) * c for p, c in zip(parts, counts, strict=True))
-        local = torch.stack(sums).detach().double()
+        lag = sum((old - p.batch.policy_version) * c for p, c in zip(parts, counts, strict=True))
+        local = sums.as_tensor()
         extra = torch.tensor([lag], dtype=torch.float64, device=self.device)
         diag = torch.zeros(len(self.task_names), len(diagnostics.FIELDS), dtype=torch.float64)
         diag = diag.to(self.device)
         for p in parts:
-            diag[p["batch"].task] += p["diag"]
+            diag[p.batch.task] += self._task_diagnostics(p)
         reduced = self._reduce_metric_sums(torch.cat([local, extra, diag.reshape(-1)])).cpu()
         pg, v, ent, bonus, lags = reduced[:5].tolist()
         diag = reduced[5:].reshape(diag.shape)
@@ -350,14 +368,14 @@ class ImpalaLearner:
         return self.window.pop()
 
     @torch.no_grad()
-    def _popart_update(self, parts: list[dict[str, Any]]) -> None:
+    def _popart_update(self, parts: list[_TaskPart]) -> None:
         pc, model = self.cfg.popart, self.model
         k = len(self.task_names)
         sums = torch.zeros(3, k, dtype=torch.float64, device=self.device)
         for p in parts:
-            batch = p["batch"]
-            ids = torch.full_like(p["vt"].vs, batch.task, dtype=torch.long)
-            m = popart.task_moments(p["vt"].vs.double(), ids, k, mask=batch.valid)
+            batch = p.batch
+            ids = torch.full_like(p.vt.vs, batch.task, dtype=torch.long)
+            m = popart.task_moments(p.vt.vs.double(), ids, k, mask=batch.valid)
             sums += popart.moments_to_sums(m)
         moments = popart.moments_from_sums(self.reduce_moment_sums(sums))
         step = popart.popart_step(

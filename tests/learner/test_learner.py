@@ -171,7 +171,7 @@ def test_loss_weight_scales_its_tasks_policy_value_and_entropy_terms() -> None:
     def sums(batches: list[TaskBatch]) -> torch.Tensor:
         with torch.no_grad():
             _, parts = learner._forward(batches)
-            return torch.stack(learner._loss_sums(parts)[0])
+            return learner._loss_sums(parts)[0].as_tensor()
 
     weighted = sums([b0, dataclasses.replace(b1, loss_weight=3.0)])
     torch.testing.assert_close(weighted, sums([b0]) + 3.0 * sums([b1]))
@@ -193,7 +193,7 @@ def _solved_task_batch(reward: float, noise: float, seed: int) -> TaskBatch:
 def _value_grad_into_torso(learner: ImpalaLearner, batch: TaskBatch) -> float:
     learner.model.zero_grad(set_to_none=True)
     _, parts = learner._forward([batch])
-    learner._loss_sums(parts)[0][1].backward()
+    learner._loss_sums(parts)[0].value.backward()
     return float(torch.cat([p.grad.flatten() for p in learner.model.torso.parameters()]).norm())
 
 
@@ -228,7 +228,8 @@ def _policy_terms(learner: ImpalaLearner, batch: TaskBatch) -> tuple[float, floa
     bonus (its sum, boost and σ / scale included) — both as the loss counts them."""
     learner.model.zero_grad(set_to_none=True)
     _, parts = learner._forward([batch])
-    (pg, _, _, bonus), _ = learner._loss_sums(parts)
+    sums, _ = learner._loss_sums(parts)
+    pg, bonus = sums.policy, sums.bonus
     pg.backward()
     grads = [p.grad.flatten() for p in learner.model.parameters() if p.grad is not None]
     return float(torch.cat(grads).norm()), float(bonus.detach())
