@@ -1,5 +1,9 @@
-"""The tokenised form of a ``gymnasium.spaces.Text`` observation: what actors store and the
-learner embeds.
+"""The tokenised form of a text observation: what actors store and the learner embeds.
+
+A text observation is a ``gymnasium.spaces.Text`` part, or any other space whose samples are
+strings (MiniGrid's ``MissionSpace``, a plugin's own): :func:`is_string_space` says which, and
+a space that is not a ``Text`` gets :data:`STRING_CHARSET` and :data:`STRING_MAX_LENGTH`
+(:meth:`TokenSpace.from_space`).
 
 Strings cannot go into the preallocated numeric unroll slots, so the plugin layer turns every
 Text part of an observation into token ids at the env boundary
@@ -20,6 +24,8 @@ neither may import the other (docs/ARCHITECTURE.md).
 
 from __future__ import annotations
 
+import copy
+import string
 from collections import OrderedDict
 from typing import Any
 
@@ -27,10 +33,52 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["PAD_ID", "TokenSpace", "has_text", "tokenised_space"]
+__all__ = [
+    "PAD_ID",
+    "STRING_CHARSET",
+    "STRING_MAX_LENGTH",
+    "TokenSpace",
+    "has_text",
+    "is_string_space",
+    "tokenised_space",
+]
 
 PAD_ID = 0
 """Token id of padding (positions after the end of the string)."""
+
+STRING_CHARSET = string.ascii_lowercase + string.ascii_uppercase + string.digits + " ,.;:'!?-_()"
+"""Characters of a string space that declares none (anything else is "unknown")."""
+
+STRING_MAX_LENGTH = 128
+"""Characters kept of a string from a space that declares no length (BabyAI's longest
+missions are about 100)."""
+
+#: Spaces whose samples are never strings (not sampled to find out).
+_NOT_STRINGS = (
+    spaces.Box,
+    spaces.Discrete,
+    spaces.MultiDiscrete,
+    spaces.MultiBinary,
+    spaces.Dict,
+    spaces.Tuple,
+    spaces.Sequence,
+    spaces.Graph,
+    spaces.OneOf,
+)
+
+
+def is_string_space(space: gym.Space) -> bool:
+    """Whether ``space``'s samples are strings: a ``Text``, or another space (MiniGrid's
+    ``MissionSpace``) whose ``sample()`` returns a ``str`` — drawn from a copy, so the space's
+    own random state does not move."""
+    if isinstance(space, spaces.Text):
+        return True
+    if isinstance(space, _NOT_STRINGS) or not isinstance(space, gym.Space):
+        return False
+    try:
+        return isinstance(copy.deepcopy(space).sample(), str)
+    except Exception:  # a space that cannot sample is not one we can read as text
+        return False
 
 
 class TokenSpace(spaces.Box):
@@ -60,6 +108,14 @@ class TokenSpace(spaces.Box):
     def from_text(cls, text: spaces.Text) -> TokenSpace:
         """The tokenised form of a gymnasium Text space (its charset order, its lengths)."""
         return cls("".join(text.character_list), text.max_length, text.min_length)
+
+    @classmethod
+    def from_space(cls, space: gym.Space) -> TokenSpace:
+        """The tokenised form of any string space (:func:`is_string_space`): a ``Text``'s own
+        charset and lengths, else :data:`STRING_CHARSET` and :data:`STRING_MAX_LENGTH`."""
+        if isinstance(space, spaces.Text):
+            return cls.from_text(space)
+        return cls(STRING_CHARSET, STRING_MAX_LENGTH)
 
     @property
     def vocab_size(self) -> int:
@@ -99,8 +155,8 @@ class TokenSpace(spaces.Box):
 
 
 def has_text(space: gym.Space) -> bool:
-    """Whether ``space`` is, or contains (in a Dict or Tuple), a gymnasium Text space."""
-    if isinstance(space, spaces.Text):
+    """Whether ``space`` is, or contains (in a Dict or Tuple), a string space."""
+    if is_string_space(space):
         return True
     if isinstance(space, spaces.Dict):
         return any(has_text(s) for s in space.spaces.values())
@@ -110,12 +166,12 @@ def has_text(space: gym.Space) -> bool:
 
 
 def tokenised_space(space: gym.Space) -> gym.Space:
-    """``space`` with every Text part replaced by its :class:`TokenSpace` (Dict keys keep their
-    order); ``space`` itself when it has no Text part."""
+    """``space`` with every string part replaced by its :class:`TokenSpace` (Dict keys keep
+    their order); ``space`` itself when it has no string part."""
     if not has_text(space):
         return space
-    if isinstance(space, spaces.Text):
-        return TokenSpace.from_text(space)
+    if is_string_space(space):
+        return TokenSpace.from_space(space)
     if isinstance(space, spaces.Dict):
         return spaces.Dict(OrderedDict((k, tokenised_space(s)) for k, s in space.spaces.items()))
     assert isinstance(space, spaces.Tuple)

@@ -53,7 +53,7 @@ from torch import nn
 
 from mtrl.config.learner import ModelConfig
 from mtrl.errors import UserError
-from mtrl.token_space import PAD_ID, TokenSpace
+from mtrl.token_space import PAD_ID, TokenSpace, is_string_space
 
 __all__ = [
     "ACTION_MASK_KEY",
@@ -70,7 +70,7 @@ ACTION_MASK_KEY = "action_mask"
 
 SUPPORTED_OBSERVATION_SPACES = (
     "Box (vector, or image (C, H, W) / (H, W, C)), Discrete, MultiDiscrete, MultiBinary, "
-    "Text, and Dict or Tuple of these"
+    "Text (or any space whose samples are strings), and Dict or Tuple of these"
 )
 """What :func:`make_encoder` can encode, for error messages and docs."""
 
@@ -345,8 +345,8 @@ def make_encoder(
             raise UnsupportedSpaceError(path, "Tuple observation has no elements", what)
         parts = {str(i): s for i, s in enumerate(space.spaces)}
         return _TupleEncoder(parts, what, cfg, {str(i): f"{path}[{i}]" for i in range(len(parts))})
-    if isinstance(space, spaces.Text):  # what the env boundary turns it into
-        space = TokenSpace.from_text(space)
+    if is_string_space(space):  # what the env boundary turns it into
+        space = TokenSpace.from_space(space)
     if isinstance(space, TokenSpace):
         return _TextEncoder(space, what, cfg)
     if isinstance(space, spaces.Box):

@@ -1,11 +1,12 @@
 """Text observations at the env boundary: strings become token ids before actors see them.
 
 Unroll slots are preallocated numeric arrays sized from the observation space, so a
-``gymnasium.spaces.Text`` part (a BabyAI/MiniGrid mission, an instruction) cannot be stored as
+``gymnasium.spaces.Text`` part (an instruction), or any other space whose samples are strings
+(MiniGrid's ``MissionSpace``; :func:`~mtrl.token_space.is_string_space`), cannot be stored as
 it comes. :meth:`mtrl.plugins.spec.EnvSpec.build` — the one place every env kind is built
 (serial trainer, actor processes and threads, ``mtrl eval``, the final greedy eval, validation
-and the conformance suite) — wraps any batch env whose observation space has a Text part in
-:class:`TextObsBatchEnv`. Its ``single_observation_space`` has each Text part replaced by a
+and the conformance suite) — wraps any batch env whose observation space has a string part in
+:class:`TextObsBatchEnv`. Its ``single_observation_space`` has each such part replaced by a
 :class:`~mtrl.token_space.TokenSpace` and its observations carry ``int32 [N, max_length]``
 token ids instead of strings (vocabulary in :mod:`mtrl.token_space`).
 
@@ -27,7 +28,7 @@ import numpy as np
 from gymnasium import spaces
 
 from mtrl.plugins.batch_env import AsyncBatchEnv, BatchEnv, Obs, StepBatch
-from mtrl.token_space import PAD_ID, TokenSpace, has_text, tokenised_space
+from mtrl.token_space import PAD_ID, TokenSpace, has_text, is_string_space, tokenised_space
 
 __all__ = ["TextObsBatchEnv", "Tokenizer", "tokenise_text_observations"]
 
@@ -113,8 +114,8 @@ class Tokenizer:
 
 def _converter(space: gym.Space, cache_size: int) -> Callable[[Any], Any]:
     """A function that tokenises the Text parts of a batched observation of ``space``."""
-    if isinstance(space, spaces.Text):
-        return Tokenizer(TokenSpace.from_text(space), cache_size)
+    if is_string_space(space):
+        return Tokenizer(TokenSpace.from_space(space), cache_size)
     if isinstance(space, spaces.Dict) and has_text(space):
         parts = {k: _converter(s, cache_size) for k, s in space.spaces.items()}
         return lambda obs: {k: parts[k](v) if k in parts else v for k, v in obs.items()}

@@ -1,0 +1,1 @@
+"""MiniGrid and BabyAI levels as mtrl environments (see ``plugin.py``)."""
