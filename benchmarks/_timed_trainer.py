@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from mtrl.actors.protocol import UnrollInfo
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 
 class TimedTrainer(Trainer):

@@ -27,9 +27,9 @@ import learning_stats as ls
 import yaml
 
 from mtrl.errors import MtrlError
-from mtrl.evaluate import MODES, load_for_eval
-from mtrl.evaluate import evaluate as evaluate_checkpoint
 from mtrl.plugins import get_plugins
+from mtrl.train.evaluate import MODES, load_for_eval
+from mtrl.train.evaluate import evaluate as evaluate_checkpoint
 
 
 @dataclass
@@ -117,7 +117,7 @@ PRINT_LOCK = threading.Lock()
 
 
 def evaluate(plan: Plan, run: SeedRun) -> None:
-    """Evaluate the run's final checkpoint (:mod:`mtrl.evaluate`, as ``mtrl eval`` does) into
+    """Evaluate the run's final checkpoint (:mod:`mtrl.train.evaluate`, as ``mtrl eval`` does) into
     ``run.eval``; the results go to ``logs/seed<s>.eval.json``.
 
     In this process, which has its plugins loaded already (a subprocess would spend seconds

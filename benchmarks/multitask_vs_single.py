@@ -33,7 +33,7 @@ from _common import machine, write_result
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.plugins import get_plugins
-from mtrl.trainer import RECENT_EPISODES, Trainer
+from mtrl.train.trainer import RECENT_EPISODES, Trainer
 
 #: (env id, target mean return, env steps cap for the task).
 TASKS: list[tuple[str, float, int]] = [

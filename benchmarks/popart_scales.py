@@ -37,7 +37,7 @@ from _common import machine, write_result
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.plugins import get_plugins
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 #: (env id, reward_scale in the scaled runs).
 SCALES: list[tuple[str, float]] = [

@@ -40,7 +40,7 @@ from _common import machine, write_result
 
 from mtrl.config import parse_config
 from mtrl.testing.netns import in_private_network
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 INSIDE = "MTRL_BENCH_NETNS"
 

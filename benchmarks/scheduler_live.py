@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 
 from mtrl.config import parse_config
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 print = functools.partial(builtins.print, flush=True)
 

@@ -1,4 +1,4 @@
-"""Scheduler at scale, by discrete-event simulation (mtrl.scheduler.simulator).
+"""Scheduler at scale, by discrete-event simulation (mtrl.scheduler.sim.simulator).
 
     .venv/bin/python benchmarks/scheduler_sim.py            # writes docs/results/scheduler_sim.json
     .venv/bin/python benchmarks/scheduler_sim.py --only d   # scenario d alone, merged into it
@@ -32,9 +32,9 @@ import numpy as np
 
 from mtrl.plugins import load_plugins
 from mtrl.scheduler import Budget, TaskRecord, TaskStats, get_policy, snapshot
-from mtrl.scheduler.sim_nodes import NodeEvent, recovery_s, share_errors, window_shares
-from mtrl.scheduler.sim_tasks import TaskModel, atari57_like
-from mtrl.scheduler.simulator import SimConfig, SimResult, simulate
+from mtrl.scheduler.sim.nodes import NodeEvent, recovery_s, share_errors, window_shares
+from mtrl.scheduler.sim.simulator import SimConfig, SimResult, simulate
+from mtrl.scheduler.sim.tasks import TaskModel, atari57_like
 
 POLICIES = ("fixed", "balanced", "progress")
 

@@ -3,7 +3,7 @@ weight 2 (``scheduler: {policy: balanced, num_actors: 5}``).
 
 With one actor per task ``balanced`` has nothing to move; the old gate then made every task
 wait for the slowest one (steps/s fell ~3.5x, the CPU idled). The gate is now work-conserving
-and the weights are met by loss weighting (:mod:`mtrl.scheduler.loss_weights`). Three runs of
+and the weights are met by loss weighting (:mod:`mtrl.train.loss_weights`). Three runs of
 the same config, one after the other, process actors: the gate on (the default), the gate off
 (``share_gate: false``) and ``fixed``. Reported after warm-up: env steps/s, each task's share
 of the learner's data and of the weighted learning signal (``scheduler/<task>/effective_share``,

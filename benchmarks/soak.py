@@ -39,7 +39,7 @@ from typing import Any
 from _common import machine, write_result
 
 from mtrl.config import parse_config
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 #: Each task's fault: the chaos kwargs, and the kind the pool counts it as.
 FAULTS = {

@@ -43,7 +43,7 @@ from mtrl.tracking.episodes import FILENAME as EPISODES_FILE
 from mtrl.tracking.episodes import Episodes, read_episodes
 
 METRIC_WINDOW = 20
-"""Episodes behind the logged ``task/<id>/return`` (mtrl.progress.RECENT_EPISODES)."""
+"""Episodes behind the logged ``task/<id>/return`` (mtrl.train.progress.RECENT_EPISODES)."""
 
 
 def game_of(task: str) -> str:

@@ -13,12 +13,18 @@ import pytest
 from mtrl.checkpoint import list_checkpoints, save_checkpoint
 from mtrl.cli import main
 from mtrl.config import parse_config
-from mtrl.evaluate import EVAL_SEED_OFFSET, evaluate, evaluate_model, load_for_eval, run_episodes
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
-from mtrl.progress import TaskResult, TrainResult
-from mtrl.task_envs import build_env, task_spaces
-from mtrl.trainer import Trainer
+from mtrl.train.evaluate import (
+    EVAL_SEED_OFFSET,
+    evaluate,
+    evaluate_model,
+    load_for_eval,
+    run_episodes,
+)
+from mtrl.train.progress import TaskResult, TrainResult
+from mtrl.train.task_envs import build_env, task_spaces
+from mtrl.train.trainer import Trainer
 
 CARTPOLE = "gymnasium/CartPole-v1"
 
@@ -113,7 +119,7 @@ def test_eval_envs_are_seeded_apart_from_training(monkeypatch: pytest.MonkeyPatc
         seeds.append(seed)
         return build_env(spec, cfg, i, num_envs, seed)
 
-    monkeypatch.setattr("mtrl.evaluate.build_env", spy)
+    monkeypatch.setattr("mtrl.train.evaluate.build_env", spy)
     results = evaluate_model(model, cfg, specs, [0, 1], episodes=2)
     assert [r.episodes for r in results] == [2, 2, 2, 2]
     offset = EVAL_SEED_OFFSET

@@ -9,10 +9,10 @@ import pytest
 
 from mtrl.actors.faults import TaskFaults
 from mtrl.config import ExperimentConfig
-from mtrl.final_eval import final_eval
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
+from mtrl.train.final_eval import final_eval
 
 
 def test_a_recovered_task_keeps_its_eval_but_idle_quarantined_and_hung_ones_do_not(

@@ -4,7 +4,7 @@ short batch, when a stall is reported and what the report names."""
 from __future__ import annotations
 
 from mtrl.actors.occupancy import ActorOccupancy
-from mtrl.liveness import StallWatch, no_more_unrolls, short_batch_message, stall_report
+from mtrl.train.liveness import StallWatch, no_more_unrolls, short_batch_message, stall_report
 
 NAMES = ["cartpole", "heat", "pong"]
 

@@ -13,14 +13,14 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from mtrl import memory_estimate as me
-from mtrl import preflight
 from mtrl.actors.shm import Arena
 from mtrl.actors.unroll import UnrollBuffer, unroll_fields
 from mtrl.cli import main
 from mtrl.config import ExperimentConfig
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.optim import make_optimizer
+from mtrl.train import memory_estimate as me
+from mtrl.train import preflight
 
 ROOT = Path(__file__).parents[1]
 HUGE = 100_000_000
@@ -273,7 +273,7 @@ def test_validate_with_envs_uses_the_real_spaces(tmp_path: Path, capsys, monkeyp
 
 def test_trainer_refuses_before_building_any_env(tmp_path: Path, monkeypatch) -> None:
     from mtrl.plugins import EnvSpec
-    from mtrl.trainer import Trainer
+    from mtrl.train.trainer import Trainer
 
     def no_big_env(self, num_envs, seed=0, **kw):
         raise AssertionError(f"built {num_envs} envs before the memory check")

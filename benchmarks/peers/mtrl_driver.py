@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from mtrl.config import parse_config
-from mtrl.trainer import RECENT_EPISODES as RECENT
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import RECENT_EPISODES as RECENT
+from mtrl.train.trainer import Trainer
 
 TARGET = 475.0
 

@@ -3,7 +3,7 @@
 An actor hands the learner whole unrolls and may have at most ``slots`` of them out at once
 (the backpressure that bounds memory and policy lag). When every started actor has all its
 slots with the learner, nothing more can arrive until the learner gives some back: waiting
-for a fuller batch would wait forever (:func:`mtrl.liveness.no_more_unrolls`).
+for a fuller batch would wait forever (:func:`mtrl.train.liveness.no_more_unrolls`).
 """
 
 from __future__ import annotations

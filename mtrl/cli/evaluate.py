@@ -13,7 +13,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     mean ± std return and normalised score per task, as a table or JSON."""
     import warnings
 
-    from mtrl.evaluate import MODES, evaluate, load_for_eval
+    from mtrl.train.evaluate import MODES, evaluate, load_for_eval
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

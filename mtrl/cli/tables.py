@@ -17,9 +17,9 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from mtrl.evaluate import EvalCheckpoint, EvalResult
     from mtrl.plugins.manager import PluginInfo
-    from mtrl.progress import TrainResult
+    from mtrl.train.evaluate import EvalCheckpoint, EvalResult
+    from mtrl.train.progress import TrainResult
 
 STATUS_COLOUR = {"ok": "green", "error": "red", "unavailable": "yellow", "disabled": "dim"}
 

@@ -21,9 +21,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mtrl.actors.ray_cluster import placement_notes
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
-    from mtrl.run_state import NothingToDo
-    from mtrl.scheduler.budget_check import weight_notes
-    from mtrl.trainer import Trainer
+    from mtrl.train.budget_check import weight_notes
+    from mtrl.train.run_state import NothingToDo
+    from mtrl.train.trainer import Trainer
 
     if args.nproc is not None and "WORLD_SIZE" not in os.environ:
         return _relaunch_with_torchrun(args.nproc)

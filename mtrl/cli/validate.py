@@ -17,8 +17,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from mtrl.actors.ray_cluster import placement_notes, ray_mode_problems
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
-    from mtrl.preflight import check_memory
-    from mtrl.scheduler.budget_check import weight_notes
+    from mtrl.train.budget_check import weight_notes
+    from mtrl.train.preflight import check_memory
 
     plugins = get_plugins()
     ids = plugins.envs.ids()
@@ -69,7 +69,7 @@ def _check_commands(cfg: Any, plugins: Any, path: str) -> None:
     """Refuse tasks whose env runs a program that is missing or not executable (an external
     simulation's command), naming the task's line in the config."""
     from mtrl.config.lines import config_location
-    from mtrl.task_envs import command_problems
+    from mtrl.train.task_envs import command_problems
 
     specs = [plugins.env_spec(t.env) for t in cfg.tasks]
     problems = [

@@ -34,7 +34,7 @@ class TaskBatch:
     policy_version: int
     loss_weight: float = 1.0
     """Multiplies this batch's loss (policy, value and entropy terms): the trainer's per-task
-    weight that turns the data mix into the target mix (:mod:`mtrl.scheduler.loss_weights`)."""
+    weight that turns the data mix into the target mix (:mod:`mtrl.train.loss_weights`)."""
     core_state: torch.Tensor | None = None
     """``[N, S]`` float32: each copy's recurrent state before row 0 (None: feed-forward)."""
 

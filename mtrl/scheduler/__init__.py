@@ -59,9 +59,9 @@ rebuilds its envs). The counts sum to ``budget.slots`` (0 only if every task is 
 quarantined tasks get 0 and the others at least ``min_actors_per_task``; a third-party policy
 that breaks this raises :class:`mtrl.errors.PluginError` naming it (keep the last allocation).
 ``allocation.shares`` (target data shares, set by ``balanced`` and ``progress``) go to the
-learner's :class:`~mtrl.scheduler.admission.ShareGate`, which holds back unrolls of tasks ahead
+learner's :class:`~mtrl.train.share_gate.ShareGate`, which holds back unrolls of tasks ahead
 of them. :class:`Rebalancer` is this loop as the trainer runs it;
-:mod:`mtrl.scheduler.simulator` runs it on a simulated cluster.
+:mod:`mtrl.scheduler.sim.simulator` runs it on a simulated cluster.
 """
 
 from mtrl.scheduler.policies import apportion, balanced, fixed, progress

@@ -12,7 +12,7 @@
 
 Adaptive policies also return each task's target data share (``Allocation.shares``: the rule's
 share for warm tasks, the weight share for the others), which the learner's share gate
-enforces below the resolution of whole actors (:mod:`mtrl.scheduler.admission`).
+enforces below the resolution of whole actors (:mod:`mtrl.train.share_gate`).
 
 Common rules: quarantined tasks get 0; tasks not yet warm get their fixed split of the budget
 (the warm ones share the rest); every other task gets at least ``budget.min_per_task``; the

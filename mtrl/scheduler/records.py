@@ -104,7 +104,7 @@ class Allocation(Mapping[str, int]):
     """Task name → why it got that many (for logs and debugging)."""
     shares: Mapping[str, float] = field(default_factory=dict)
     """Task name → target share of learner samples, for policies that set one (``balanced``,
-    ``progress``; not ``fixed``). The learner's share gate (:mod:`mtrl.scheduler.admission`)
+    ``progress``; not ``fixed``). The learner's share gate (:mod:`mtrl.train.share_gate`)
     holds back unrolls of tasks ahead of it; tasks left out are not held."""
 
     def __getitem__(self, name: str) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 from mtrl.tracking.episodes import Episodes
 
 WINDOW = 20
-"""Episodes in the rolling mean (``mtrl.progress.RECENT_EPISODES``, the metric's window)."""
+"""Episodes in the rolling mean (``mtrl.train.progress.RECENT_EPISODES``, the metric's window)."""
 MAX_DOTS = 5000
 """Dots drawn per curve at most (evenly spaced); the mean always uses every episode."""
 

@@ -3,7 +3,7 @@ the actor pool and the share gate.
 
 The trainer calls these on every round of its loop. They hold no state of their own: the pool
 knows its actors and faults, the :class:`~mtrl.scheduler.Rebalancer` its statistics and
-timer, the :class:`~mtrl.unroll_queue.UnrollQueue` its gate.
+timer, the :class:`~mtrl.train.unroll_queue.UnrollQueue` its gate.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool
 from mtrl.errors import UserError
 from mtrl.scheduler import Rebalancer
-from mtrl.unroll_queue import UnrollQueue
+from mtrl.train.unroll_queue import UnrollQueue
 
 __all__ = ["observe_faults", "rebalance", "set_share_targets"]
 

@@ -5,15 +5,15 @@ At equal step costs a task's data share is its share of the env copies stepped (
 ``num_envs``). With ``fixed`` actors (or serial actors: one unroll of every task per update)
 that share is known from the config; ``balanced`` and ``progress`` can move actors, so a task
 is short only if even every spare actor would not do. The run measures the real data shares
-and says the same when a loss weight is capped (:mod:`mtrl.scheduler.loss_weights`).
+and says the same when a loss weight is capped (:mod:`mtrl.train.loss_weights`).
 """
 
 from __future__ import annotations
 
 from mtrl.config import ExperimentConfig
-from mtrl.scheduler.loss_weights import weight_shortfalls
 from mtrl.scheduler.policies import apportion
 from mtrl.scheduler.rebalancer import budget_for
+from mtrl.train.loss_weights import weight_shortfalls
 
 
 def _best_columns(cfg: ExperimentConfig, task: int) -> list[float]:

@@ -5,7 +5,7 @@ JSON data) and ``learner`` (``Learner.state_dict()``: ``model``, ...). The confi
 against the installed plugins, each task's env is rebuilt with its ``env_kwargs`` and the model
 with the config's sizes; then every selected task plays ``episodes`` episodes per mode
 (:func:`evaluate_model`, which the end of ``mtrl train`` also calls on the trainer's own model:
-:mod:`mtrl.final_eval`).
+:mod:`mtrl.train.final_eval`).
 
 Episodes are counted fairly: copy ``i`` of a batch of ``E`` env copies contributes a fixed
 quota of its *first* episodes, so short episodes are not over-represented (which happens when
@@ -33,7 +33,7 @@ from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import CheckpointError, UserError
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
-from mtrl.task_envs import build_env, task_spaces
+from mtrl.train.task_envs import build_env, task_spaces
 
 MODES = ("greedy", "stochastic")
 EVAL_SEED_OFFSET = 1_000_000  # eval envs never replay a training seed

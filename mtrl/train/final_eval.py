@@ -2,7 +2,7 @@
 
 After the last update and the last checkpoint, rank 0 plays ``tracking.final_eval_episodes``
 episodes per task with greedy actions of the trainer's in-memory model, through the code of
-``mtrl eval`` (:func:`mtrl.evaluate.evaluate_model`) and on its env seeds (the training seed
+``mtrl eval`` (:func:`mtrl.train.evaluate.evaluate_model`) and on its env seeds (the training seed
 plus ``EVAL_SEED_OFFSET``, never a training seed): ``mtrl eval RUN_DIR --greedy --episodes N``
 on the final checkpoint plays the same episodes. The mean return goes beside the training
 return in the final table and into the last metrics record as ``eval/<task>/greedy_return``.
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mtrl.evaluate import evaluate_model
-from mtrl.progress import TaskResult
+from mtrl.train.evaluate import evaluate_model
+from mtrl.train.progress import TaskResult
 
 if TYPE_CHECKING:
     import torch

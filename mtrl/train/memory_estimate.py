@@ -8,7 +8,7 @@ replay-based rule (``learner.algorithm: sac``), each task's replay. Each part
 says where it lives (host or the learner's device) and which config fields scale it, so
 :func:`problems` can name the culprit when a memory overflows :data:`HEADROOM` of what is
 available. The inputs per task (:class:`TaskSizes`) come from the spaces; gathering them, and
-the available memory, is :mod:`mtrl.preflight`'s job.
+the available memory, is :mod:`mtrl.train.preflight`'s job.
 """
 
 from __future__ import annotations

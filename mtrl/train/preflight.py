@@ -3,7 +3,7 @@
 A config such as ``num_envs: 100000000`` would otherwise pass ``mtrl validate`` and let
 ``mtrl train`` grow for a minute until an allocator fails with a traceback. :func:`check_memory`
 runs before envs, unroll slots, model and learner exist (``mtrl train``) and in
-``mtrl validate``: it estimates the run's memory (:mod:`mtrl.memory_estimate`) and compares it
+``mtrl validate``: it estimates the run's memory (:mod:`mtrl.train.memory_estimate`) and compares it
 with what the host, ``/dev/shm`` and a CUDA device have available, raising
 :class:`MemoryCheckError` (exit 2, one line per memory) that names the config fields
 responsible, the estimate and what is available.
@@ -31,7 +31,7 @@ from gymnasium import spaces
 
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
-from mtrl.memory_estimate import (
+from mtrl.train.memory_estimate import (
     Blame,
     Part,
     TaskSizes,
@@ -138,7 +138,7 @@ def _sample(space: gym.Space, n: int) -> Any:
 def _spaces(cfg: ExperimentConfig, specs: Sequence[Any]) -> list[tuple[gym.Space, gym.Space]]:
     """Each task's spaces from its spec, or from one env copy when its kwargs may change them
     (not when its declared spaces hold whatever the kwargs: an external simulation's)."""
-    from mtrl.task_envs import build_env, declared_spaces_hold
+    from mtrl.train.task_envs import build_env, declared_spaces_hold
 
     out = []
     for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):

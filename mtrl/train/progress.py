@@ -21,7 +21,7 @@ RECENT_EPISODES = 20
 @dataclass
 class TaskResult:
     """How one task ended: recent mean return (unscaled), normalised score and, after the final
-    greedy evaluation (:mod:`mtrl.final_eval`), its mean return."""
+    greedy evaluation (:mod:`mtrl.train.final_eval`), its mean return."""
 
     name: str
     env_steps: int

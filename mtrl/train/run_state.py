@@ -3,7 +3,7 @@
 :func:`capture` turns a trainer into plain data (model, optimiser, PopArt statistics, per-task
 counters, actors per task, RNG states, the config) that loads with
 ``torch.load(weights_only=True)``; :func:`restore` puts it back. The trainer is anything shaped
-like :class:`Resumable` (in practice :class:`mtrl.trainer.Trainer`, which imports this module,
+like :class:`Resumable` (in practice :class:`mtrl.train.trainer.Trainer`, which imports this module,
 never the other way round). Storage — atomic writes, keep-last-N, corrupt-file fallback — is
 :mod:`mtrl.checkpoint`'s job.
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import torch
 
     from mtrl.plugins import Plugins
-    from mtrl.progress import TaskProgress
+    from mtrl.train.progress import TaskProgress
 
 
 class Resumable(Protocol):

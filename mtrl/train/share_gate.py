@@ -8,7 +8,7 @@ unroll waits, holding its slot, while the learner has enough other data for its 
 An actor whose slots are all held blocks, which on shared cores hands its CPU to the tasks that
 are behind. The gate never idles the learner: when the admitted unrolls cannot fill a batch,
 held ones fill it in :func:`by_need` order (the trainer's queue does that), and the per-task
-loss weights (:mod:`mtrl.scheduler.loss_weights`) make up what the data mix still misses.
+loss weights (:mod:`mtrl.train.loss_weights`) make up what the data mix still misses.
 
 Shares are counted over a decaying window of recent updates, so an imbalance during warm-up
 is not paid back for the rest of the run. An unroll held longer than ``max_hold_s`` goes in

@@ -19,26 +19,29 @@ from typing import Any
 import numpy as np
 import torch
 
-from mtrl import run_state
 from mtrl.actors.factory import make_pool
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
 from mtrl.algorithms import make_learner
-from mtrl.allocation import observe_faults, rebalance, set_share_targets
 from mtrl.anakin import AnakinRunner
 from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
-from mtrl.final_eval import final_eval
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.liveness import StallWatch, no_more_unrolls, short_batch_message, stall_report
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.plugins.external import sim_logs
-from mtrl.preflight import check_memory
-from mtrl.progress import (
+from mtrl.scheduler import Rebalancer
+from mtrl.tracking.factory import make_sinks, tracker_factories
+from mtrl.tracking.run_dir import create_run_dir
+from mtrl.train import run_state
+from mtrl.train.allocation import observe_faults, rebalance, set_share_targets
+from mtrl.train.final_eval import final_eval
+from mtrl.train.liveness import StallWatch, no_more_unrolls, short_batch_message, stall_report
+from mtrl.train.preflight import check_memory
+from mtrl.train.progress import (
     RECENT_EPISODES,
     TaskProgress,
     TaskResult,
@@ -46,11 +49,8 @@ from mtrl.progress import (
     task_metrics,
     task_results,
 )
-from mtrl.scheduler import Rebalancer
-from mtrl.task_envs import build_tasks
-from mtrl.tracking.factory import make_sinks, tracker_factories
-from mtrl.tracking.run_dir import create_run_dir
-from mtrl.unroll_queue import UnrollQueue
+from mtrl.train.task_envs import build_tasks
+from mtrl.train.unroll_queue import UnrollQueue
 
 
 class Trainer:
@@ -397,7 +397,7 @@ class Trainer:
         )
         self.tracker.write(record)
 
-    # -- checkpoints (the state itself: mtrl/run_state.py) ------------------------------------
+    # -- checkpoints (the state itself: mtrl/train/run_state.py) ------------------------------
     def state_dict(self, elapsed: float) -> dict[str, Any]:
         """Everything a resumed run needs, as plain data (loads with ``weights_only``)."""
         return run_state.capture(self, elapsed)

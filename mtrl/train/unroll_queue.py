@@ -3,7 +3,7 @@ task's loss weighs.
 
 Every unroll an actor hands over waits here until an update uses it; its slot stays the
 learner's until then. Without share targets every waiting unroll goes into the next update.
-With them (``balanced``, ``progress``; see :mod:`mtrl.scheduler.admission`) the share gate
+With them (``balanced``, ``progress``; see :mod:`mtrl.train.share_gate`) the share gate
 picks, and unrolls of tasks ahead of their share may wait, at most ``max_hold_s`` — only where
 the loss weights cannot meet the targets (weighting off, or a weight at its cap), and only
 while the learner has other work: the gate is work-conserving, so when the admitted unrolls
@@ -11,7 +11,7 @@ cannot fill a batch the held ones fill it (least ahead first) rather than leave 
 and the held actors' cores idle.
 
 What the gate cannot fix by choosing, the loss weights do
-(:mod:`mtrl.scheduler.loss_weights`): each task's loss is scaled by target share / recent data
+(:mod:`mtrl.train.loss_weights`): each task's loss is scaled by target share / recent data
 share, so the weights (or the adaptive policy's shares) are met in every policy, gate or not.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 
 from mtrl.actors.server import ReadyUnroll
 from mtrl.learner.batch import TaskBatch
-from mtrl.scheduler.admission import WINDOW_DECAY, ShareGate, Waiting
-from mtrl.scheduler.loss_weights import capped_tasks, effective_shares, loss_weights
+from mtrl.train.loss_weights import capped_tasks, effective_shares, loss_weights
+from mtrl.train.share_gate import WINDOW_DECAY, ShareGate, Waiting
 
 #: Updates before a capped loss weight is reported: the window must hold more than warm-up.
 CAPPED_AFTER_UPDATES = 100

@@ -13,7 +13,7 @@ import pytest
 from mtrl.config import parse_config
 from mtrl.errors import ConfigError
 from mtrl.plugins import hookimpl, load_plugins
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -20,10 +20,10 @@ from mtrl.config import parse_config
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.memory_estimate import replay_bytes
 from mtrl.plugins import get_plugins
 from mtrl.replay import SequenceStorage
-from mtrl.trainer import Trainer
+from mtrl.train.memory_estimate import replay_bytes
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(600)
 

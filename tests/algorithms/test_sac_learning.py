@@ -17,7 +17,7 @@ import pytest
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import load_config
 from mtrl.plugins import get_plugins
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(1200)
 

@@ -14,17 +14,17 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from mtrl import preflight
 from mtrl.algorithms.sac.checks import SacUnsupportedError, check_tasks
 from mtrl.algorithms.sac.learner import REFILL_NOTE
 from mtrl.cli import main
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import ConfigError
-from mtrl.evaluate import evaluate, load_for_eval
 from mtrl.learner.model import TaskSpaces
 from mtrl.plugins import Plugins, batch_env_from_gymnasium, get_plugins, hookimpl, load_plugins
 from mtrl.replay import TransitionStorage
-from mtrl.trainer import Trainer
+from mtrl.train import preflight
+from mtrl.train.evaluate import evaluate, load_for_eval
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(600)
 

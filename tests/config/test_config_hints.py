@@ -7,7 +7,7 @@ import pytest
 
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import ConfigError
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 BASE = """\
 actors: {mode: serial}

@@ -27,7 +27,7 @@ from typing import Any
 
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.config import parse_config
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 HEALTHY = 0  # the healthy task's index in the config; the others are hostile
 

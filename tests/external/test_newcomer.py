@@ -159,8 +159,8 @@ def test_coupling_doc_counts_a_step_timeout_as_the_fault_kind_the_actors_record(
 def test_declared_spaces_are_not_learnt_by_launching_the_code(tmp_path: Path) -> None:
     """Neither the memory check nor the trainer's task setup starts a simulation whose
     plugin declared its spaces, env_kwargs or not."""
-    from mtrl.preflight import check_memory
-    from mtrl.task_envs import task_spaces
+    from mtrl.train.preflight import check_memory
+    from mtrl.train.task_envs import task_spaces
 
     mark = tmp_path / "launches"
     spec = _spec("--mark {mark}", defaults={"mark": str(mark)})

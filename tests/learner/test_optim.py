@@ -18,7 +18,7 @@ from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.optim import param_groups
 from mtrl.learner.sharding import merge_optimizer_states, select_optimizer_state
 from mtrl.learner.synthetic import random_task_batch
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 SPACES = [
     TaskSpaces(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Discrete(2)),

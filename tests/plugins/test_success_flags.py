@@ -9,10 +9,10 @@ import gymnasium as gym
 import numpy as np
 
 from mtrl.actors.runner import SerialActor
-from mtrl.evaluate import run_episodes
 from mtrl.plugins import EnvSpec, batch_env_from_gymnasium
 from mtrl.plugins.adapters import success_flags
 from mtrl.testing import check_env
+from mtrl.train.evaluate import run_episodes
 
 
 class Walk(gym.Env):

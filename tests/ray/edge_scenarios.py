@@ -122,7 +122,7 @@ def starved_task_is_warned(deadline_s: float = 600.0) -> dict[str, Any]:
     """Three tasks of one actor each on an embedded Ray of 2 CPUs: one actor never gets a
     node. The run goes on until the warning is printed, and 5 s more (or ``deadline_s``)."""
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
+    from mtrl.train.trainer import Trainer
 
     cfg = parse_config(
         """

@@ -60,12 +60,12 @@ DEADLINE_S = 600.0
 
 
 def stopping_when(done: Callable[[Any], bool], base: type | None = None) -> Any:
-    """A :class:`~mtrl.trainer.Trainer` (or ``base``) subclass whose run stops once
+    """A :class:`~mtrl.train.trainer.Trainer` (or ``base``) subclass whose run stops once
     ``done(trainer)`` holds — checked at every actor unroll — or after :data:`DEADLINE_S`
     (then the test's assertions say what was missing). The config's ``total_env_steps`` is
     only a cap: runs wait on what they check (first unrolls, nodes assigned, restarts), never
     on a step budget that start-up on a busy machine can use up."""
-    from mtrl.trainer import Trainer
+    from mtrl.train.trainer import Trainer
 
     class Until(base or Trainer):  # type: ignore[misc, valid-type]
         def run(self) -> Any:
@@ -109,7 +109,7 @@ def unrolls_match_serial(unrolls: int = 4, core: str = "none") -> dict[str, Any]
     from mtrl.config import parse_config
     from mtrl.learner.model import MultiTaskModel, TaskSpaces
     from mtrl.plugins import get_plugins
-    from mtrl.task_envs import build_tasks
+    from mtrl.train.task_envs import build_tasks
 
     torch.set_num_threads(1)  # as in the actor: the same kernels, the same sums
     ray.init(address="local", num_cpus=3, include_dashboard=False)
@@ -233,7 +233,7 @@ def survives_node_loss(total_env_steps: int = 60_000) -> dict[str, Any]:
     run must finish, count the lost actors as faults and start them again on the other node
     (it runs on until the replacements have been started)."""
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
+    from mtrl.train.trainer import Trainer
 
     cluster, workers = _cluster([{"num_cpus": 2}, {"num_cpus": 2}])
     cfg = parse_config(
@@ -456,7 +456,7 @@ def budget_follows_the_nodes(total_env_steps: int = 60_000) -> dict[str, Any]:
     """``budget_from_cluster``: one worker node of 2 CPUs, then a second joins mid-run; the
     scheduler's budget (and the actors started) must grow with it."""
     from mtrl.config import parse_config
-    from mtrl.trainer import Trainer
+    from mtrl.train.trainer import Trainer
 
     cluster, _ = _cluster([{"num_cpus": 2}])
     cfg = parse_config(
@@ -517,7 +517,7 @@ def unplaceable_task_is_a_fault() -> dict[str, Any]:
     from mtrl.config.placement import TaskPlacement
     from mtrl.learner.model import MultiTaskModel, TaskSpaces
     from mtrl.plugins import get_plugins
-    from mtrl.task_envs import build_tasks
+    from mtrl.train.task_envs import build_tasks
 
     cluster, (_, solver) = _cluster(
         [{"num_cpus": 2}, {"num_cpus": 1, "resources": {"solver_x": 1}}]

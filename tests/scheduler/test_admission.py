@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtrl.scheduler.admission import ShareGate, Waiting, admit
+from mtrl.train.share_gate import ShareGate, Waiting, admit
 
 NAN = float("nan")
 

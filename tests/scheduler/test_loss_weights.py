@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mtrl.scheduler.loss_weights import (
+from mtrl.train.loss_weights import (
     capped_tasks,
     effective_shares,
     loss_weights,

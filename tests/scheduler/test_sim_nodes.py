@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mtrl.scheduler import Budget, TaskRecord, balanced, fixed
-from mtrl.scheduler.sim_nodes import (
+from mtrl.scheduler.sim.nodes import (
     NodeEvent,
     node_slots,
     recovery_s,
@@ -17,8 +17,8 @@ from mtrl.scheduler.sim_nodes import (
     share_errors,
     window_shares,
 )
-from mtrl.scheduler.sim_tasks import TaskModel
-from mtrl.scheduler.simulator import SimConfig, simulate
+from mtrl.scheduler.sim.simulator import SimConfig, simulate
+from mtrl.scheduler.sim.tasks import TaskModel
 
 # Regular tasks (no jitter): every unroll takes exactly 10 steps x 10 ms = 0.1 s.
 EXACT = [TaskModel(f"t{i}", step_cost_s=0.01, sigma=0.0) for i in range(4)]

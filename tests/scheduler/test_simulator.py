@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from mtrl.scheduler import balanced, fixed
-from mtrl.scheduler.sim_tasks import TaskModel, atari57_like
-from mtrl.scheduler.simulator import SimConfig, sample_unrolls, simulate
+from mtrl.scheduler.sim.simulator import SimConfig, sample_unrolls, simulate
+from mtrl.scheduler.sim.tasks import TaskModel, atari57_like
 
 TASKS = [
     TaskModel("cheap", step_cost_s=0.001),

@@ -13,7 +13,7 @@ from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.learner.batch import TaskBatch
-from mtrl.unroll_queue import CAPPED_AFTER_UPDATES, UnrollQueue
+from mtrl.train.unroll_queue import CAPPED_AFTER_UPDATES, UnrollQueue
 
 OBS, ACT = spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(2)
 

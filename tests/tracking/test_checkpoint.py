@@ -166,10 +166,15 @@ def test_saving_non_plain_data_is_refused_before_writing(tmp_path: Path) -> None
 
 
 def test_sigkill_during_writes_never_leaves_a_bad_checkpoint(tmp_path: Path) -> None:
-    """A writer killed at random moments: every file present loads; at most one interval lost."""
+    """A writer killed at random moments: every file present loads; at most one interval lost.
+
+    At least 4 rounds, and on until a kill has landed mid-write (what the test is about; a
+    busy machine can make the writer slow to start writing, so the rounds a kill needs to
+    land there are not fixed), 40 at most."""
     interval, numel, rng = 100, 2_000_000, random.Random(0)
-    last_saved = newest = mid_write = 0
-    for round_ in range(4):
+    last_saved = newest = mid_write = round_ = 0
+    while round_ < 4 or (mid_write < 1 and round_ < 40):
+        round_ += 1
         proc = subprocess.Popen(
             [sys.executable, str(WRITER), str(tmp_path), str(interval), str(numel)],
             stdout=subprocess.PIPE,

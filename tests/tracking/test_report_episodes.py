@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from mtrl.cli import main
-from mtrl.progress import RECENT_EPISODES
 from mtrl.tracking.episodes import FILENAME, EpisodeCsvSink
 from mtrl.tracking.report import Plotter
 from mtrl.tracking.report_episodes import WINDOW, rolling_mean, spread
 from mtrl.tracking.report_summary import format_return
+from mtrl.train.progress import RECENT_EPISODES
 
 
 def _capture(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[dict[str, Any]]]:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from mtrl.config import parse_config
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 
 def main(yaml: str) -> None:

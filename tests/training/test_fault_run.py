@@ -12,7 +12,7 @@ import pytest
 
 from mtrl.config import parse_config
 from mtrl.errors import UserError
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(180)
 

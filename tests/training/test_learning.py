@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mtrl.config import parse_config
-from mtrl.trainer import Trainer, TrainResult
+from mtrl.train.trainer import Trainer, TrainResult
 
 
 def _train(yaml_text: str) -> TrainResult:

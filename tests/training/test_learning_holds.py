@@ -28,8 +28,8 @@ MAX_STEPS_TO_TARGET = 900_000  # the quickstart's own budget
 def _train_past_target(seed: int) -> dict[str, Any]:
     """Train until every task reached 0.9 of its target at S env steps, then up to 2S."""
     from mtrl.config import parse_config
-    from mtrl.progress import RECENT_EPISODES
-    from mtrl.trainer import Trainer
+    from mtrl.train.progress import RECENT_EPISODES
+    from mtrl.train.trainer import Trainer
 
     raw = yaml.safe_load(QUICKSTART.read_text())
     # The learning rate anneals over total_env_steps: a schedule planned for twice the

@@ -19,7 +19,7 @@ import pytest
 from mtrl.config import parse_config
 from mtrl.errors import UserError
 from mtrl.testing.netns import in_private_network
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(240)
 

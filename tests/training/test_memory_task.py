@@ -13,9 +13,9 @@ import torch
 
 from mtrl.checkpoint import load_latest
 from mtrl.config import parse_config
-from mtrl.evaluate import evaluate, load_for_eval
-from mtrl.progress import TrainResult
-from mtrl.trainer import Trainer
+from mtrl.train.evaluate import evaluate, load_for_eval
+from mtrl.train.progress import TrainResult
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(120)
 

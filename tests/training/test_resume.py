@@ -18,7 +18,7 @@ import torch
 
 from mtrl.checkpoint import list_checkpoints, load_checkpoint, load_latest
 from mtrl.config import parse_config
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -13,7 +13,7 @@ import pytest
 from mtrl.checkpoint import list_checkpoints
 from mtrl.cli import main
 from mtrl.config import parse_config
-from mtrl.trainer import Trainer
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(120)
 

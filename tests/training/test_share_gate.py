@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from mtrl.config import parse_config
-from mtrl.scheduler.loss_weights import effective_shares
-from mtrl.trainer import Trainer
+from mtrl.train.loss_weights import effective_shares
+from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(120)
 

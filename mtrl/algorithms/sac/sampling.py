@@ -10,7 +10,7 @@ samples trained are ``ratio × env steps`` to within one batch, fast actors or s
 **Task mix.** Each gradient step draws ``batch_size`` transitions across the tasks whose replay
 is ready (``learning_starts``), each in proportion to its share of the *weighted* fresh data,
 ``Σ env steps × loss_weight`` over recent updates (:class:`TaskMix`). The scheduler's loss
-weights are ``target share / data share`` (:mod:`mtrl.scheduler.loss_weights`), so that share
+weights are ``target share / data share`` (:mod:`mtrl.train.loss_weights`), so that share
 is each task's target share (its ``weight``, or the adaptive policy's share) while
 ``scheduler.loss_weights`` is on, and its data share when off: a replay rule meets the same
 contract as IMPALA, and equal weights give MT-SAC's equal sampling (Yu et al. 2019) whatever

@@ -1,6 +1,6 @@
 """Nodes of the simulated cluster, and reading a simulation's share timeline.
 
-The simulator (:mod:`mtrl.scheduler.simulator`) spreads its actor slots over nodes, each a
+The simulator (:mod:`mtrl.scheduler.sim.simulator`) spreads its actor slots over nodes, each a
 contiguous block of slots. A :class:`NodeEvent` takes nodes out of the cluster (their actors die
 at once, their unrolls in flight are dropped and counted as failures of their tasks) or brings
 them back (their slots wait, idle, for the next rebalance). In between, the scheduler's budget is

@@ -12,7 +12,7 @@ their next unroll boundary (or at once, dropping it, with ``preempt_moves``) and
 actors block while it is full. Each task's normalised score follows ``1 - exp(-n / learn_steps)``
 in the env steps ``n`` the learner consumed of it, plus noise, so ``progress`` can be compared.
 
-Actor slots sit on ``nodes`` nodes (:mod:`mtrl.scheduler.sim_nodes`); ``node_events`` lose nodes
+Actor slots sit on ``nodes`` nodes (:mod:`mtrl.scheduler.sim.nodes`); ``node_events`` lose nodes
 (their actors die at once: unrolls in flight are dropped and counted as failures of their tasks,
 as the Ray pool counts an actor-died fault) and bring them back. The budget follows the live
 nodes' slots as :meth:`~mtrl.scheduler.Rebalancer.set_slots` makes it; the next rebalance shares
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mtrl.scheduler.records import Budget, Policy
-from mtrl.scheduler.sim_nodes import NodeEvent, check_node_events, node_slots, resized
-from mtrl.scheduler.sim_tasks import TaskModel
+from mtrl.scheduler.sim.nodes import NodeEvent, check_node_events, node_slots, resized
+from mtrl.scheduler.sim.tasks import TaskModel
 from mtrl.scheduler.stats import TaskStats, snapshot
 
 

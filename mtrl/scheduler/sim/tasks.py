@@ -1,4 +1,4 @@
-"""The simulated tasks of :mod:`mtrl.scheduler.simulator`: what one task costs, how it fails and
+"""The simulated tasks of :mod:`mtrl.scheduler.sim.simulator`: what one task costs, how it fails and
 learns (:class:`TaskModel`), and a generator of an Atari-57-like suite of them."""
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ import numpy as np
 from mtrl_metaworld.env import MetaWorldTask, goal_tasks
 from mtrl_metaworld.tasks import MT10, MT50
 
-from mtrl.evaluate import run_episodes
 from mtrl.plugins import get_plugins, make_env
 from mtrl.testing import check_env
+from mtrl.train.evaluate import run_episodes
 
 
 def test_every_meta_world_task_is_registered_with_its_lists_as_meta_world_has_them() -> None:
