@@ -280,7 +280,10 @@ def test_raises_nans_kills_segfaults_and_hangs_are_survived_counted_and_restarte
     assert re.search(r"non-finite reward nan at step \d+ in env copies \[0\]", run.texts(2)[0])
     assert re.search(r"non-finite observation at step \d+ in env copies \[0\]", run.texts(3)[0])
     assert all("SIGKILL" in x for x in run.texts(4)), run.texts(4)
-    assert "SIGSEGV (segmentation fault" in run.texts(5)[0]
+    # A read of address 0 ends the process by SIGSEGV; under load the crash can instead end in
+    # an abort from the native side (seen once beside 2 CPU hogs): either is named.
+    segv = run.texts(5)[0]
+    assert "SIGSEGV (segmentation fault" in segv or "SIGABRT (aborted" in segv, segv
     assert "step_timeout_s=2" in run.texts(6)[0] and "process was killed" in run.texts(6)[0]
     assert all(ev.kind == expected[ev.task][0] and ev.lost_s > 0 for ev in run.events)
     assert f[1].as_metrics() == {
