@@ -29,7 +29,7 @@ def test_ray_unrolls_equal_serial_unrolls_bit_for_bit(core: str) -> None:
 
 
 def test_a_run_on_three_nodes_learns_with_a_task_pinned_to_its_node(tmp_path: Path) -> None:
-    r = run_scenario("trains_on_three_nodes", tmp=str(tmp_path), learned=120.0)
+    r = run_scenario("trains_on_three_nodes", tmp=str(tmp_path), learned=200.0)
     head, sim_b = r["head"], r["sim_b"]
     placed = r["placed"]
     assert len(placed["anywhere"]) == 2 and len(placed["pinned"]) == 2
@@ -37,10 +37,11 @@ def test_a_run_on_three_nodes_learns_with_a_task_pinned_to_its_node(tmp_path: Pa
     assert set(placed["pinned"]) == {sim_b}, "pinned by its custom resource"
     assert r["env_steps"] >= 160_000
     # CartPole from ~22 (random). The run goes on past 80k steps per task until both tasks'
-    # recent training returns reach 120 (a busy learner buys fewer updates with those steps:
+    # recent training returns reach 200 (a busy learner buys fewer updates with those steps:
     # one task ended at 72.6 after 80k under a loaded CI run); the deadline is only a cap, so
-    # a run that never learns still fails here (the margin over 100 covers the unrolls counted
-    # after the stop is asked). The greedy agent is evaluated after the run.
+    # a run that never learns still fails here. The greedy agent is evaluated after the run:
+    # stopped at 120, one greedy agent played 18 while its training return was 163 (a policy
+    # that has just started to learn can be worse without its noise), hence the margin.
     for name, t in r["tasks"].items():
         assert t["final"] >= 100 and t["greedy"] >= 100, (name, t)
     nodes = r["node_metrics"]
@@ -111,14 +112,15 @@ def test_a_ray_run_beside_an_anakin_task_checkpoints_and_resumes(tmp_path: Path)
 def test_local_actors_use_central_inference_beside_ray_actors_on_their_node(
     tmp_path: Path,
 ) -> None:
-    r = run_scenario("local_and_remote_actors", tmp=str(tmp_path))
+    r = run_scenario("local_and_remote_actors", tmp=str(tmp_path), learned=200.0)
     assert r["kind"] == "HybridPool"
     assert r["local"] == [2, 0], "the unpinned task's actors run here, up to local_actors"
     assert r["remote"] == [0, 2] and set(r["remote_nodes"]) == {r["sim_b"]}, "pinned: Ray"
     assert r["faults"] == [0, 0]
     assert r["local_inference"] and r["server_forwards"] == 0, "local workers act themselves"
     # The local task learns from its worker processes (measured 465, greedy 500, from ~22);
-    # the run waits until its training return reaches 120, so this fails only if it never does.
+    # the run waits until its training return reaches 200 (a greedy agent stopped at 120 can
+    # still fail: see the three-node test), so this fails only if it never learns.
     # The share gate is work-conserving: the local actors step several times faster than the
     # Ray actors here (104k against 16k steps with central inference), so the pinned task only
     # has to deliver; that Ray actors' unrolls learn is the three-node test's.
