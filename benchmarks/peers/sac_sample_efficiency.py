@@ -44,6 +44,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _common import machine, write_result  # noqa: E402
+from sample_efficiency import _fmt, spread  # noqa: E402
 from venvs import ensure, python_of  # noqa: E402
 
 print = functools.partial(print, flush=True)
@@ -73,13 +74,6 @@ ENVS: dict[str, Env] = {
         ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
     ),
 }
-
-
-def spread(values: list[float]) -> dict[str, float] | None:
-    """Median, min and max (None for no values)."""
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def run_sb3(env: Env, seed: int, eval_episodes: int) -> dict[str, Any]:
@@ -163,13 +157,6 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _fmt(s: dict[str, float] | None, scale: float = 1.0, unit: str = "", f: str = ",.1f") -> str:
-    if s is None:
-        return "—"
-    med, lo, hi = (format(s[k] / scale, f) for k in ("median", "min", "max"))
-    return f"{med}{unit} [{lo}, {hi}]"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env", choices=sorted(ENVS), default="InvertedPendulum-v5")
@@ -214,8 +201,9 @@ def main() -> None:
     print("| side | reached | env steps to target | seconds to target | greedy return |")
     print("|---|---:|---|---|---|")
     for side, s in out["summary"].items():
+        steps = _fmt(s["steps_to_target"], 1e3, "k", ",.1f")
         print(
-            f"| {side} | {s['reached']}/{s['seeds']} | {_fmt(s['steps_to_target'], 1e3, 'k')} | "
+            f"| {side} | {s['reached']}/{s['seeds']} | {steps} | "
             f"{_fmt(s['seconds_to_target'], f='.0f')} s | {_fmt(s['greedy'], f='.0f')} |"
         )
     print(f"{out['total_wall_s']:.0f} s in all")
