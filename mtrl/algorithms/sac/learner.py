@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ from torch import nn
 
 from mtrl.algorithms.feed import batch_to_unroll
 from mtrl.algorithms.sac import losses
+from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.networks import CriticInput, TwinCritic, install_policy_heads
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
@@ -45,7 +45,7 @@ from mtrl.config import LearnerConfig
 from mtrl.config.sac import SacConfig
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import DiagGaussian
-from mtrl.learner.model import MultiTaskModel, Obs, obs_to_tensor
+from mtrl.learner.model import MultiTaskModel, Obs
 from mtrl.learner.optim import param_groups
 from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, UniformSampler
 
@@ -66,51 +66,6 @@ def replay_nbytes(cfg: LearnerConfig, task: Any) -> int:
     return TransitionStorage.nbytes(
         cfg.sac.replay_capacity, cfg.unroll_length, task.observation_space, task.action_space
     )
-
-
-@dataclass
-class _Group:
-    """The tasks of one action kind and size in a gradient step's batch, their samples
-    concatenated task by task (``rows`` names each row's task), on the learner's device: the
-    distribution and loss math runs once over all of them instead of once per task (a step
-    of MT10's ten tasks is hundreds of small tensor calls fewer)."""
-
-    box: bool
-    tasks: list[int]
-    sizes: list[int]
-    obs: list[Obs]  # per task [n_k, *obs]
-    next_obs: list[Obs]
-    actions: torch.Tensor  # [n, size] raw actions (Box) or [n] indices (Discrete)
-    rewards: torch.Tensor  # [n]
-    terminated: torch.Tensor  # [n]
-    weights: torch.Tensor  # [n] importance weights
-    rows: torch.Tensor  # [n] long: the task of each row
-    indices: list[np.ndarray]  # per task: the replay items drawn
-
-
-def _group_key(space: spaces.Space) -> tuple[bool, int]:
-    """Tasks whose rows can be concatenated: Box actions of one size, or Discrete of one n."""
-    if isinstance(space, spaces.Box):
-        return True, int(np.prod(space.shape))
-    return False, int(space.n)
-
-
-def _joined(batches: Sequence[Any], field: str, device: torch.device) -> torch.Tensor:
-    """One field of several tasks' sampled batches as one tensor on ``device``."""
-    return torch.as_tensor(np.concatenate([getattr(b, field) for b in batches]), device=device)
-
-
-def _cat_obs(parts: Sequence[Any], device: torch.device) -> list[Obs]:
-    """Per-task observations as tensors on ``device``: arrays of one shape and dtype are
-    joined and moved in one call, then split into views."""
-    first = parts[0]
-    if all(
-        isinstance(p, np.ndarray) and p.shape[1:] == first.shape[1:] and p.dtype == first.dtype
-        for p in parts
-    ):
-        joined = obs_to_tensor(np.concatenate(parts), device)
-        return list(joined.split([len(p) for p in parts]))
-    return [obs_to_tensor(p, device) for p in parts]
 
 
 def _target_entropy(space: spaces.Space, sac: SacConfig) -> float:
@@ -173,7 +128,7 @@ class SacLearner:
         self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, fused=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, fused=True)
         self.replays = [self._replay(i) for i in range(k)]
-        self._keys = [_group_key(t.action_space) for t in self.spaces]
+        self._keys = [group_key(t.action_space) for t in self.spaces]
         # Per task, log((high - low) / 2) of each action dim, by action size (Box tasks only).
         self._log_half_width: dict[int, torch.Tensor] = {}
         for task, (box, size) in enumerate(self._keys):
@@ -263,47 +218,13 @@ class SacLearner:
 
     # -- one gradient step --------------------------------------------------------------------
 
-    def _sample(self, ready: Sequence[int]) -> list[_Group]:
+    def _sample(self, ready: Sequence[int]) -> list[Group]:
         """One batch across the ready tasks (each its share of ``batch_size``), grouped."""
         counts = self.mix.split(self.sac.batch_size, ready, self.rng)
-        drawn: dict[tuple[bool, int], list[tuple[int, Any, np.ndarray, np.ndarray]]] = {}
-        for task, n in zip(ready, counts, strict=True):
-            if n:
-                tb, indices, weights = self.replays[task].sample(int(n), self.rng)
-                drawn.setdefault(self._keys[task], []).append((task, tb, indices, weights))
-        dev = self.device
-        groups = []
-        for (box, _), members in drawn.items():
-            tasks = [m[0] for m in members]
-            sizes = [len(m[2]) for m in members]
-            batches = [m[1] for m in members]
-            actions = np.concatenate([b.actions for b in batches])
-
-            groups.append(
-                _Group(
-                    box=box,
-                    tasks=tasks,
-                    sizes=sizes,
-                    obs=_cat_obs([b.obs for b in batches], dev),
-                    next_obs=_cat_obs([b.next_obs for b in batches], dev),
-                    actions=torch.as_tensor(
-                        actions.reshape(len(actions), -1) if box else actions, device=dev
-                    ),
-                    rewards=_joined(batches, "rewards", dev),
-                    terminated=_joined(batches, "terminated", dev),
-                    weights=torch.as_tensor(
-                        np.concatenate([m[3] for m in members]), dtype=torch.float32, device=dev
-                    ),
-                    rows=torch.repeat_interleave(
-                        torch.tensor(tasks, device=dev), torch.tensor(sizes, device=dev)
-                    ),
-                    indices=[m[2] for m in members],
-                )
-            )
-        return groups
+        return draw_groups(self.replays, self._keys, ready, counts, self.rng, self.device)
 
     def _act(
-        self, g: _Group, obs: Sequence[Obs]
+        self, g: Group, obs: Sequence[Obs]
     ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """The policy at ``obs`` for a group's rows: the critics' action input (a
         reparameterised squashed action ``[n, size]`` for Box tasks, None for Discrete), the
@@ -328,7 +249,7 @@ class SacLearner:
         return None, losses.discrete_entropy(log_probs), log_probs
 
     def _q(
-        self, critic: nn.Module, groups: Sequence[_Group], obs: str, actions: Sequence[Any]
+        self, critic: nn.Module, groups: Sequence[Group], obs: str, actions: Sequence[Any]
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both critics' ``Q`` per group (``[n]`` for Box, ``[n, A]`` for Discrete) at the
         groups' ``obs`` (field name) and ``actions`` (per group, squashed, or None): one
@@ -415,7 +336,7 @@ class SacLearner:
                     at += n
         return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double()
 
-    def _taken(self, g: _Group, q: torch.Tensor) -> torch.Tensor:
+    def _taken(self, g: Group, q: torch.Tensor) -> torch.Tensor:
         """``Q`` of the stored actions: a Discrete group's rows gathered at their action."""
         if g.box:
             return q
