@@ -11,6 +11,11 @@ thread (``learner.torch_threads``). Set beside a run's updates per second (``cha
 over ``charts/elapsed_s``) it tells whether that run waits on its learner or on its data
 (docs/BENCHMARKS.md, "What bounds breakout in the quickstart").
 
+The learner runs on ``learner.device`` (``--device`` overrides it; ``auto`` is the GPU when
+there is one) and the clock is read after the device has finished. ``--profile N`` then records
+N more updates with ``torch.profiler`` and prints where their time goes (the ops by self CPU
+time, and by self device time on a GPU) with the GPU's busy fraction over those updates.
+
 A replay-based rule (``sac``) stores each block and takes the gradient steps its replay ratio
 owes: its replays are first filled past ``learning_starts`` (untimed), and the figure that
 bounds its run is **ms per gradient step** (also printed), which with the replay ratio gives
@@ -33,7 +38,8 @@ from _common import machine, write_result
 
 from mtrl.algorithms import make_learner
 from mtrl.config import load_config
-from mtrl.learner.batch import TaskBatch
+from mtrl.learner.batch import TaskBatch, task_batch
+from mtrl.learner.device import resolve_device
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
@@ -63,9 +69,48 @@ def task_block(task: int, spaces: TaskSpaces, steps: int, columns: int, seed: in
     )
 
 
-def measure(config: Path, updates: int) -> dict[str, Any]:
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profile_updates(learner: Any, batches: list[TaskBatch], updates: int) -> dict[str, Any]:
+    """Where ``updates`` more updates spend their time: the top ops by self CPU time and (on a
+    GPU) by self device time, and the device's busy time over the updates' wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    device = learner.device
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    _sync(device)
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        for _ in range(updates):
+            learner.update(batches)
+        _sync(device)
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    out: dict[str, Any] = {
+        "updates": updates,
+        "wall_ms_per_update": wall / updates * 1e3,
+        "by_cpu": events.table(sort_by="self_cpu_time_total", row_limit=15),
+    }
+    if device.type == "cuda":
+        busy_us = sum(e.self_device_time_total for e in events)
+        out["device_busy_fraction"] = busy_us / 1e6 / wall
+        out["by_device"] = events.table(sort_by="self_cuda_time_total", row_limit=15)
+    return out
+
+
+def measure(
+    config: Path, updates: int, device_name: str | None = None, profile: int = 0
+) -> dict[str, Any]:
     """Milliseconds per update (after 5 warm-up updates) on the config's smallest batch."""
     cfg = load_config(config)
+    if device_name is not None:
+        cfg.learner.device = device_name
+    device = resolve_device(cfg.learner.device)
     plugins = get_plugins()
     spaces = []
     for t in cfg.tasks:
@@ -73,7 +118,7 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
         spaces.append(TaskSpaces(spec.observation_space, spec.action_space))
     torch.set_num_threads(cfg.learner.torch_threads)
     torch.manual_seed(cfg.seed)
-    model = MultiTaskModel(spaces, cfg.learner.model)
+    model = MultiTaskModel(spaces, cfg.learner.model).to(device)
     spec = plugins.algorithms.get(cfg.learner.algorithm)
     if spec.prepare_model is not None:
         spec.prepare_model(model)
@@ -87,8 +132,8 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
         [t.learning_rate_scale for t in cfg.tasks],  # the optimiser's groups, as in a run
     )
     steps = cfg.learner.unroll_length
-    batches = [
-        task_block(i, s, steps, t.num_envs, i)
+    batches = [  # on the device already, as the trainer hands them over
+        task_batch(task_block(i, s, steps, t.num_envs, i), device)
         for i, (s, t) in enumerate(zip(spaces, cfg.tasks, strict=True))
     ]
     warmup = 5
@@ -98,9 +143,11 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
     for _ in range(warmup):
         stats = learner.update(batches)
     gradient_steps = stats.get("sac/gradient_steps")
+    _sync(device)
     start = time.perf_counter()
     for _ in range(updates):
         stats = learner.update(batches)
+    _sync(device)
     seconds = time.perf_counter() - start
     ms = seconds / updates * 1e3
     result: dict[str, Any] = {
@@ -112,12 +159,15 @@ def measure(config: Path, updates: int) -> dict[str, Any]:
         "ms_per_update": ms,
         "updates_per_s": 1e3 / ms,
         "torch_threads": cfg.learner.torch_threads,
+        "device": str(device),
     }
     if gradient_steps is not None:
         taken = stats["sac/gradient_steps"] - gradient_steps
         result["gradient_steps"] = taken
         result["ms_per_gradient_step"] = seconds / taken * 1e3
         result["env_steps_per_s_bound"] = result["samples_per_update"] * updates / seconds
+    if profile:
+        result["profile"] = profile_updates(learner, batches, profile)
     return result
 
 
@@ -126,11 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("config", type=Path, nargs="?", default=ROOT / "configs" / "quickstart.yaml")
     ap.add_argument("--updates", type=int, default=50)
     ap.add_argument("--out-dir", type=Path, default=None)
+    ap.add_argument("--device", default=None, help="overrides learner.device (cpu, cuda, ...)")
+    ap.add_argument("--profile", type=int, default=0, help="profile this many more updates")
     args = ap.parse_args(argv)
     result = {
         "benchmark": "learner_update",
         "machine": machine(),
-        **measure(args.config, args.updates),
+        **measure(args.config, args.updates, args.device, args.profile),
     }
     print(
         f"{result['config']}: {result['ms_per_update']:.1f} ms per update of "
@@ -141,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
             f"  {result['ms_per_gradient_step']:.1f} ms per gradient step: the learner keeps up "
             f"with {result['env_steps_per_s_bound']:.0f} env steps/s at this replay ratio"
         )
+    if "profile" in result:
+        prof = result["profile"]
+        print(prof["by_cpu"])
+        if "by_device" in prof:
+            print(prof["by_device"])
+            print(f"device busy {prof['device_busy_fraction']:.0%} of the profiled updates' wall")
     path = write_result(f"learner_update_{args.config.stem}", result, args.out_dir)
     print(f"wrote {path}")
     return 0
