@@ -47,19 +47,19 @@ nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 5
 smi=$!
 
 # Correctness first, the CUDA paths and the suite side by side (xdist, one file per worker).
-step cuda_tests 200 "$py" -m pytest -q -p no:cacheprovider -n 4 tests/gpu --durations=10 &
+step cuda_tests 180 "$py" -m pytest -q -p no:cacheprovider -n 4 tests/gpu --durations=10 &
 cuda_tests=$!
-step suite 230 "$py" -m pytest -q -p no:cacheprovider -n 12 --dist loadfile --timeout 200 \
+step suite 190 "$py" -m pytest -q -p no:cacheprovider -n 12 --dist loadfile --timeout 200 \
     tests plugins_contrib/mtrl-minatar plugins_contrib/mtrl-scisim plugins_contrib/mtrl-heat \
     --ignore tests/gpu --ignore tests/ray --ignore tests/xla
 wait $cuda_tests
 
 # Then the benchmarks, alone.
-step anakin 110 "$py" benchmarks/anakin_vs_sebulba.py --device cuda --anakin-envs 131072 \
+step anakin 90 "$py" benchmarks/anakin_vs_sebulba.py --device cuda --anakin-envs 131072 \
     --sebulba-envs 1024 --seconds 2 --rounds 2 --skip-env --compile-mode reduce-overhead
-step learner_profile 45 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
+step learner_profile 40 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
     --device cuda --updates 20 --profile 5 --out-dir docs/results
-step throughput 150 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
+step throughput 110 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
     --workloads atari cartpole --modes thread process-central
 
 kill "$smi" 2>/dev/null
