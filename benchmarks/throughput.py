@@ -118,6 +118,30 @@ def stage_env(w: dict[str, Any], seconds: float) -> float:
     return units / dt
 
 
+def stage_env_one_pool(w: dict[str, Any], seconds: float) -> float:
+    """(a1) env steps/s of one batch env holding all the workload's copies (actors x
+    num_envs), random actions: for envpool, its raw rate with every core's thread busy on
+    one pool, the figure a Sebulba run on the same cores is held against."""
+    spec = get_plugins().envs.get(w["env"])
+    n = w["num_envs"] * w["actors"]
+    env = spec.build(n, 0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    acts = [random_actions(env.single_action_space, n, rng) for _ in range(64)]
+    i = [0]
+
+    def step() -> int:
+        env.step(acts[i[0] % 64])
+        i[0] += 1
+        return n
+
+    try:
+        units, dt = _timed(step, seconds)
+    finally:
+        env.close()
+    return units / dt
+
+
 def _model_and_unrolls(cfg: Any) -> tuple[MultiTaskModel, ImpalaLearner, list]:
     spec = get_plugins().envs.get(cfg.tasks[0].env)
     task = cfg.tasks[0]
@@ -226,6 +250,8 @@ def measure_once(w: dict[str, Any], modes: list[str], seconds: float) -> dict[st
     cfg = _config(w, "serial", 1, "/tmp")
     model, learner, unrolls, pools = _model_and_unrolls(cfg)
     res: dict[str, Any] = {"a_env_sps": stage_env(w, seconds)}
+    if w["env"].startswith("envpool/"):
+        res["a1_env_one_pool_sps"] = stage_env_one_pool(w, seconds)
     res["c_inference_sps"] = stage_inference(cfg, model, unrolls, seconds)
     res["b_learner_sps"] = stage_learner(learner, unrolls, seconds)
     res["interference"] = interference(w, model, w.get("interference_steps", 3000))
@@ -239,6 +265,8 @@ def measure_once(w: dict[str, Any], modes: list[str], seconds: float) -> dict[st
         e2e["vs_shared_limit"] = e2e["sps"] / res["limit_shared_cores_sps"]
         e2e["vs_separate_limit"] = e2e["sps"] / res["limit_separate_hw_sps"]
         e2e["vs_env"] = e2e["sps"] / a
+        if "a1_env_one_pool_sps" in res:
+            e2e["vs_env_one_pool"] = e2e["sps"] / res["a1_env_one_pool_sps"]
         res[f"end_to_end_{mode}"] = e2e
     return res
 
@@ -277,6 +305,8 @@ def _print(name: str, r: dict[str, Any], modes: list[str]) -> None:
     print = functools.partial(builtins.print, flush=True)
     print(f"\n== {name}: {r['settings']}")
     print(f"(a) env stepping     {r['a_env_sps']:>12,.0f} steps/s")
+    if "a1_env_one_pool_sps" in r:
+        print(f"(a1) one pool of all {r['a1_env_one_pool_sps']:>11,.0f} steps/s")
     print(f"(c) inference        {r['c_inference_sps']:>12,.0f} steps/s")
     print(f"(b) learner          {r['b_learner_sps']:>12,.0f} steps/s")
     print(f"limit 1/(1/a+1/b+1/c){r['limit_shared_cores_sps']:>12,.0f} steps/s")
@@ -288,9 +318,10 @@ def _print(name: str, r: dict[str, Any], modes: list[str]) -> None:
     )
     for mode in modes:
         e = r[f"end_to_end_{mode}"]
+        one_pool = f", {e['vs_env_one_pool']:.2f} x (a1)" if "vs_env_one_pool" in e else ""
         print(
             f"end-to-end {mode:<9} {e['sps']:>12,.0f} steps/s  = {e['vs_shared_limit']:.2f} x limit"
-            f", {e['vs_separate_limit']:.2f} x min(a,b,c), {e['vs_env']:.2f} x (a)"
+            f", {e['vs_separate_limit']:.2f} x min(a,b,c), {e['vs_env']:.2f} x (a){one_pool}"
             f"  (policy lag {e['policy_lag_mean']})"
         )
 

@@ -235,6 +235,7 @@ def _huge_config(tmp_path: Path, mode: str = "process") -> Path:
         "  - env: gymnasium/CartPole-v1\n"
         f"    num_envs: {HUGE}\n"
         f"actors: {{mode: {mode}}}\n"
+        "learner: {device: cpu}\n"  # host memory under test (a GPU would add a device line)
         f"tracking: {{run_dir: {tmp_path / 'runs'}, wandb: {{mode: disabled}}}}\n"
     )
     return path
@@ -259,11 +260,13 @@ def test_validate_with_envs_uses_the_real_spaces(tmp_path: Path, capsys, monkeyp
     """16 CartPole copies fit in 4 GB; the same with room for 1 MB is refused only once the
     spaces are known (the lower bound fits)."""
     path = tmp_path / "small.yaml"
-    path.write_text("tasks:\n  - env: gymnasium/CartPole-v1\nactors: {mode: serial}\n")
+    path.write_text(
+        "tasks:\n  - env: gymnasium/CartPole-v1\nactors: {mode: serial}\nlearner: {device: cpu}\n"
+    )
     monkeypatch.setattr(preflight, "host_available", lambda: 4 * GiB)
     assert main(["validate", "--check-envs", str(path)]) == 0
     capsys.readouterr()
-    cfg = _cfg(actors={"mode": "serial"})
+    cfg = _cfg(actors={"mode": "serial"}, learner={"device": "cpu"})
     bound = sum(p.nbytes for p in me.estimate(cfg, preflight.bound_sizes(cfg), False))
     monkeypatch.setattr(preflight, "host_available", lambda: int(bound / me.HEADROOM) + 1)
     assert main(["validate", str(path)]) == 0

@@ -26,6 +26,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mtrl.train.trainer import Trainer
 
     if args.nproc is not None and "WORLD_SIZE" not in os.environ:
+        if args.config:  # a device the replicas cannot share fails here, in one line
+            from mtrl.learner.device import resolve_device
+
+            resolve_device(load_config(args.config).learner.device, 0, args.nproc)
         return _relaunch_with_torchrun(args.nproc)
     plugins = get_plugins()
     if args.resume:

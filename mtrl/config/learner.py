@@ -190,7 +190,8 @@ class LearnerConfig(ConfigModel):
     popart: PopArtConfig = Field(default_factory=PopArtConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     device: str = "auto"
-    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``.
+    """``auto`` (cuda when each learner replica of the node gets a GPU of its own, else cpu),
+    ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``.
     Under torchrun ``cuda`` means each replica's own GPU (its local rank). ``xla`` runs learner
     and inference through torch_xla (TPU; the ``tpu`` extra, torch_xla X.Y needs torch X.Y)."""
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)

@@ -32,6 +32,7 @@ from mtrl.errors import UserError
 __all__ = [
     "Accelerator",
     "DeviceError",
+    "auto_kind",
     "import_torch_xla",
     "resolve_device",
     "xla_unavailable_reason",
@@ -99,27 +100,41 @@ def _xla_device(index: int | None) -> torch.device:
     return torch.device(make(index) if index is not None else make())
 
 
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+def auto_kind(gpus: int, local_replicas: int = 1) -> str:
+    """What ``auto`` means on a node with ``gpus`` visible GPUs and ``local_replicas`` learner
+    replicas: ``cuda`` when each replica gets a GPU of its own (NCCL refuses two ranks on one
+    GPU), else ``cpu``."""
+    return "cuda" if gpus > 0 and local_replicas <= gpus else "cpu"
+
+
+def resolve_device(name: str, local_rank: int = 0, local_replicas: int = 1) -> torch.device:
     """The device a config name means in this process.
 
-    ``auto`` is ``cuda`` when a GPU is visible, else ``cpu``. ``cuda`` without an index is the
-    GPU of this process's ``local_rank`` (one learner replica per GPU under torchrun); ``xla``
-    without an index is the XLA device torch_xla assigns to this process.
+    ``auto`` is ``cuda`` when a GPU per replica of this node (``local_replicas``, torchrun's
+    ``LOCAL_WORLD_SIZE``) is visible, else ``cpu``. ``cuda`` without an index is the GPU of this
+    process's ``local_rank`` (one learner replica per GPU under torchrun); ``xla`` without an
+    index is the XLA device torch_xla assigns to this process.
     """
     kind, _, index_str = name.partition(":")
     if index_str and not index_str.isdigit():
         raise DeviceError(f"device {name!r}: the index must be a number; use {DEVICE_NAMES}")
     index = int(index_str) if index_str else None
     if kind == "auto" and index is None:
-        kind = "cuda" if torch.cuda.is_available() else "cpu"
+        kind = auto_kind(_cuda_count(), local_replicas)
     if kind == "cpu" and index is None:
         return torch.device("cpu")
     if kind == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        count = _cuda_count()
         if count == 0:
             raise DeviceError(
                 f"device {name!r}: torch {torch.__version__} sees no CUDA GPU (a CPU build, or "
                 "no GPU visible); use device: cpu or install a CUDA build of torch"
+            )
+        if index is None and local_replicas > count:
+            raise DeviceError(
+                f"device {name!r}: {local_replicas} learner replicas on this node but "
+                f"{count} CUDA GPU(s); NCCL needs a GPU per replica: start at most {count} "
+                f"(--nproc {count}) or use device: cpu (gloo)"
             )
         i = index if index is not None else local_rank % count
         if i >= count:
@@ -132,6 +147,10 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     if kind == "xla":
         return _xla_device(index)
     raise DeviceError(f"unknown device {name!r}; use {DEVICE_NAMES}")
+
+
+def _cuda_count() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 @dataclass(frozen=True)

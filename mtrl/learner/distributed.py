@@ -84,8 +84,9 @@ class DistContext:
         return self.rank == 0
 
     def device(self, name: str) -> torch.device:
-        """The config's device for this replica (``cuda`` → this local rank's GPU)."""
-        return resolve_device(name, self.local_rank)
+        """The config's device for this replica (``cuda`` → this local rank's GPU; ``auto`` →
+        the CPU when this node has fewer GPUs than replicas)."""
+        return resolve_device(name, self.local_rank, self.local_world_size)
 
     def init(self, device: torch.device, timeout_s: float = 300.0) -> None:
         """Join the process group (``env://``: MASTER_ADDR/PORT from torchrun); no-op alone."""

@@ -203,12 +203,16 @@ class FSDPLearner(DataParallelLearner):
     """Data parallel with the torso sharded by FSDP (``fully_shard``) across all ranks."""
 
     def prepare_model(self, model: nn.Module) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard  # public since torch 2.6
 
         if not any(True for _ in model.torso.parameters()):
             raise ValueError("model_parallel 'fsdp' shards the torso, but it has no layers")
         broadcast_parameters(model.parameters())
-        fully_shard(model.torso)
+        # The mesh on the model's own device kind: left to itself, fully_shard builds it on
+        # CUDA whenever a GPU is visible, and a CPU (gloo) rank then claims GPU LOCAL_RANK.
+        device_type = next(model.torso.parameters()).device.type
+        fully_shard(model.torso, mesh=init_device_mesh(device_type, (dist.get_world_size(),)))
         # Sum, not average, the replicas' torso gradients: each already carries 1/global count.
         # (As a plain SUM: gloo has no PREMUL_SUM.)
         model.torso.set_gradient_divide_factor(1.0)

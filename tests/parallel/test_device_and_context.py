@@ -8,7 +8,14 @@ from parallel_scenarios import NAMES, SPACES, all_batches, build_model, learner_
 
 from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
-from mtrl.learner.device import Accelerator, DeviceError, resolve_device, xla_unavailable_reason
+from mtrl.learner import device as device_mod
+from mtrl.learner.device import (
+    Accelerator,
+    DeviceError,
+    auto_kind,
+    resolve_device,
+    xla_unavailable_reason,
+)
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.parallel import make_impala_learner
@@ -25,6 +32,20 @@ def test_cpu_and_auto_resolve_here() -> None:
 def test_cuda_without_a_gpu_says_so() -> None:
     with pytest.raises(DeviceError, match=r"sees no CUDA GPU.*use device: cpu"):
         resolve_device("cuda:1")
+
+
+def test_auto_takes_the_gpu_only_when_every_replica_of_the_node_has_one() -> None:
+    assert auto_kind(0) == "cpu"
+    assert auto_kind(1) == auto_kind(2, 2) == auto_kind(8, 3) == "cuda"
+    assert auto_kind(1, 2) == auto_kind(2, 3) == "cpu"  # NCCL: no two ranks on one GPU
+
+
+def test_cuda_for_more_replicas_than_gpus_says_how_many_to_start(monkeypatch) -> None:
+    """Two replicas on a one-GPU node: ``cuda`` is refused in one line; ``auto`` is the CPU."""
+    monkeypatch.setattr(device_mod, "_cuda_count", lambda: 1)
+    with pytest.raises(DeviceError, match=r"2 learner replicas .* 1 CUDA GPU.*--nproc 1"):
+        resolve_device("cuda", local_rank=1, local_replicas=2)
+    assert resolve_device("auto", local_rank=1, local_replicas=2) == torch.device("cpu")
 
 
 def test_unknown_or_malformed_devices_list_the_choices() -> None:

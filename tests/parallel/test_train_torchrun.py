@@ -80,3 +80,19 @@ def test_a_task_sharded_run_checkpoints_the_whole_learner_and_resumes(tmp_path: 
     last = torch.load(sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=True)
     assert last["env_steps"] > state["env_steps"]
     assert last["learner"]["version"] > state["learner"]["version"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="two GPUs take two CUDA replicas")
+def test_cuda_replicas_without_a_gpu_each_are_refused_before_launching(tmp_path: Path) -> None:
+    """No GPU, or one GPU for two replicas: one line and exit 2, before torchrun starts."""
+    cfg = _config(tmp_path, "cuda2", 1000, "device: cuda")
+    res = subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", "train", str(cfg), "--nproc", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "launching" not in res.stdout
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("error: device 'cuda'") and "use device: cpu" in line, line

@@ -80,7 +80,7 @@ def test_a_recurrent_run_evaluates_and_resumes_from_its_checkpoint(
     trainer = Trainer.resume(run_dir, console=False, total_env_steps=first.env_steps + 6_000)
     try:
         for name, value in trainer.model.state_dict().items():
-            assert torch.equal(value, saved[name]), name
+            assert torch.equal(value.cpu(), saved[name].cpu()), name  # the learner's device
         result = trainer.run()
     finally:
         trainer.close()
