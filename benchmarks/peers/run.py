@@ -1,15 +1,16 @@
-"""Training throughput against Stable-Baselines3 PPO and Sample Factory APPO, one run.
+"""Training throughput against Stable-Baselines3 PPO, Sample Factory APPO and PufferLib 3, one run.
 
 Same env (CartPole-v1), same network (a shared tanh MLP 4→64→64 with linear policy and value
 heads, 4,675 parameters; SB3's own default policy is run too, as a reference), same machine,
 back to back. Each run is a subprocess of its own venv's python (peers: ``.venvs/sb3``,
-``.venvs/sf``, built once by :mod:`venvs`; mtrl: this interpreter) driven by a small script
-that prints one JSON line with the env steps and seconds of a fixed wall-time window after a
-warm-up, plus the mean return of the last 20 episodes at the end and when (if) it first
-reached 475, so a fast but broken learner shows.
+``.venvs/sf``, ``.venvs/pufferlib``, built once by :mod:`venvs`; mtrl: this interpreter) driven
+by a small script that prints one JSON line with the env steps and seconds of a fixed wall-time
+window after a warm-up, plus the mean return of the last 20 episodes at the end and when (if) it
+first reached 475, so a fast but broken learner shows.
 
 Usage: ``.venv/bin/python benchmarks/peers/run.py [--seconds 30] [--warmup 5]
-[--only NAME ...]``. Writes ``docs/results/peers.json``; targets: mtrl ≥ 5x SB3, ahead of SF.
+[--only NAME ...]``. Writes ``docs/results/peers.json``; targets: mtrl ≥ 5x SB3, ahead of SF,
+at least PufferLib's rate.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ LEARNS = 200.0  # mean return at the end that counts as learning (random ≈ 22,
 NETWORK = (
     "shared MLP obs(4) → 64 → 64 (tanh), linear policy (2) and value (1) heads: 4,675 params. "
     "SB3: custom features extractor, share_features_extractor, net_arch []; Sample Factory: "
-    "--encoder_mlp_layers 64 64 --nonlinearity tanh --use_rnn False; mtrl: learner.model "
-    "{encoder_dim: 64, torso: [], activation: tanh}"
+    "--encoder_mlp_layers 64 64 --nonlinearity tanh --use_rnn False; PufferLib: the same "
+    "module in the driver; mtrl: learner.model {encoder_dim: 64, torso: [], activation: tanh}"
 )
 
 
@@ -47,7 +48,7 @@ class Run:
     """One benchmark run: a driver and its arguments."""
 
     name: str
-    peer: str  # "sb3", "sf" or "mtrl"
+    peer: str  # "sb3", "sf", "pufferlib" or "mtrl"
     args: list[str]
     what: str
     matched: bool = True  # the benchmark's network and settings (ratios use only these)
@@ -106,6 +107,25 @@ RUNS: list[Run] = [
         "process, 2 actors x 64 envs, unroll 20, batch 128 unrolls (2,560 steps/update)",
     ),
     Run(
+        "puffer_ppo_serial_32",
+        "pufferlib",
+        ["--backend", "serial", "--envs", "32", "--horizon", "32"],
+        "pufferl PPO, Serial vecenv 32 envs, horizon 32 (1,024 steps/epoch), 4 epochs x 4 "
+        "minibatches, torch threads 1",
+    ),
+    Run(
+        "puffer_ppo_serial_128",
+        "pufferlib",
+        ["--backend", "serial", "--envs", "128", "--horizon", "32"],
+        "pufferl PPO, Serial vecenv 128 envs, horizon 32 (4,096 steps/epoch), 4 x 4",
+    ),
+    Run(
+        "puffer_ppo_mp_2x64",
+        "pufferlib",
+        ["--backend", "multiprocessing", "--workers", "2", "--envs", "128", "--horizon", "32"],
+        "pufferl PPO, Multiprocessing vecenv 2 workers x 64 envs, horizon 32, 4 x 4",
+    ),
+    Run(
         "mtrl_serial_256",
         "mtrl",
         ["--mode", "serial", "--envs", "256", "--batch", "256", "--lr", "0.001"],
@@ -114,9 +134,19 @@ RUNS: list[Run] = [
 ]
 
 #: Pairs compared as they stand, whatever the best runs are.
-LIKE_FOR_LIKE = [("mtrl_serial_32", "sb3_ppo_8env"), ("mtrl_serial_32", "sf_appo_2x16")]
+LIKE_FOR_LIKE = [
+    ("mtrl_serial_32", "sb3_ppo_8env"),
+    ("mtrl_serial_32", "sf_appo_2x16"),
+    ("mtrl_serial_32", "puffer_ppo_serial_32"),
+]
 
-DRIVERS = {"sb3": "sb3_driver.py", "sf": "sf_driver.py", "mtrl": "mtrl_driver.py"}
+DRIVERS = {
+    "sb3": "sb3_driver.py",
+    "sf": "sf_driver.py",
+    "pufferlib": "pufferlib_driver.py",
+    "mtrl": "mtrl_driver.py",
+}
+PEER_NAMES = ("sb3", "sf", "pufferlib")
 
 
 def _python(peer: str) -> str:
@@ -166,10 +196,10 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", default=None, help="run names to run (default: all)")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/results")
     a = ap.parse_args()
-    t_check = time.perf_counter()
-    builds = {name: ensure(name) for name in PEERS}
-    check_s = time.perf_counter() - t_check
     runs = [r for r in RUNS if a.only is None or r.name in a.only]
+    t_check = time.perf_counter()
+    builds = {name: ensure(name) for name in PEERS if any(r.peer == name for r in runs)}
+    check_s = time.perf_counter() - t_check
     out: dict[str, Any] = {
         "machine": machine(),
         "env": "CartPole-v1 (gymnasium)",
@@ -203,12 +233,12 @@ def main() -> None:
     out["total_wall_s"] = time.perf_counter() - t_all
     out["load_avg_1min_at_end"] = os.getloadavg()[0]
     rows = out["runs"]
-    best = {p: _best(rows, p) for p in ("mtrl", "sb3", "sf")}
+    best = {p: _best(rows, p) for p in ("mtrl", *PEER_NAMES)}
     out["best"] = best
     ratios: dict[str, float | None] = {}
     if best["mtrl"]:
         m = rows[best["mtrl"]]["sps"]
-        for p in ("sb3", "sf"):
+        for p in PEER_NAMES:
             ratios[f"mtrl_over_{p}"] = m / rows[best[p]]["sps"] if best[p] else None
         for mine, theirs in LIKE_FOR_LIKE:
             if rows.get(mine, {}).get("sps") and rows.get(theirs, {}).get("sps"):
@@ -217,6 +247,7 @@ def main() -> None:
     out["targets"] = {
         "mtrl_over_sb3_at_least_5": (ratios.get("mtrl_over_sb3") or 0) >= 5,
         "mtrl_ahead_of_sf": (ratios.get("mtrl_over_sf") or 0) > 1,
+        "mtrl_at_least_pufferlib": (ratios.get("mtrl_over_pufferlib") or 0) >= 1,
     }
     _table(out)
     if not a.no_write:

@@ -1,8 +1,9 @@
-"""Peer venvs (SB3, SB3 with MuJoCo, Sample Factory) in ``benchmarks/peers/.venvs``.
+"""Peer venvs (SB3, SB3 with MuJoCo, Sample Factory, PufferLib) in ``benchmarks/peers/.venvs``.
 
-Each venv is built with pip in two steps: ``torch==2.13.0`` first (the CPU wheel on this
-machine's disk), then the peer with torch pinned to the same version, so pip never swaps in a
-CUDA build. A stamp file holding the requirement list makes reruns a no-op.
+Each venv is built with pip in two steps: torch first (``torch==2.13.0``, the CPU wheel on this
+machine's disk, unless the peer pins another), then the peer with torch pinned to the same
+version, so pip never swaps torch. A stamp file holding the requirement list makes reruns a
+no-op.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ PEERS: dict[str, list[str]] = {
     "sb3_mujoco": ["stable-baselines3==2.9.*", "gymnasium[mujoco]==1.4.0", "mujoco==4.0.0"],
     # Sample Factory 2.1.1 pins numpy<2 and gymnasium<1.0 itself; pip resolves the rest.
     "sf": ["sample-factory==2.1.1"],
+    # PufferLib 3's trainer (pufferl) and vectorisation; its compiled ops (pufferlib._C) are
+    # built against torch 2.9.0 exactly, whose PyPI wheel is a CUDA build (run on the CPU here).
+    "pufferlib": ["pufferlib-core==3.0.23"],
 }
+
+#: Peers whose wheels pin a torch other than :data:`TORCH`.
+TORCH_OF: dict[str, str] = {"pufferlib": "torch==2.9.0"}
 
 
 def python_of(name: str) -> Path:
@@ -34,7 +41,8 @@ def python_of(name: str) -> Path:
 
 
 def _stamp(name: str) -> str:
-    return json.dumps({"python": sys.version.split()[0], "torch": TORCH, "reqs": PEERS[name]})
+    torch = TORCH_OF.get(name, TORCH)
+    return json.dumps({"python": sys.version.split()[0], "torch": torch, "reqs": PEERS[name]})
 
 
 def ensure(name: str, log: Callable[[str], object] = print) -> float:
@@ -50,8 +58,9 @@ def ensure(name: str, log: Callable[[str], object] = print) -> float:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(root)], check=True)
     pip = [str(python_of(name)), "-m", "pip", "install", "-q", "--no-input"]
-    subprocess.run([*pip, TORCH], check=True)
-    subprocess.run([*pip, *PEERS[name], TORCH], check=True)
+    torch = TORCH_OF.get(name, TORCH)
+    subprocess.run([*pip, torch], check=True)
+    subprocess.run([*pip, *PEERS[name], torch], check=True)
     subprocess.run([str(python_of(name)), "-m", "pip", "check"], check=False)
     seconds = time.perf_counter() - t0
     (root / ".mtrl-build-seconds").write_text(f"{seconds:.1f}\n")
