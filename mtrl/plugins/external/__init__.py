@@ -6,7 +6,7 @@ the learner see an ordinary :class:`~mtrl.plugins.BatchEnv`. Needs ``pip install
 'mtrl[external]'`` (pyzmq), imported only when such an env is built.
 """
 
-from mtrl.plugins.external.env import ExternalBatchEnv, ExternalSim, spaces_from_spec
+from mtrl.plugins.external.env import ExternalBatchEnv, ExternalSim
 from mtrl.plugins.external.link import (
     SimulationCrashed,
     SimulationDisconnected,
@@ -14,7 +14,11 @@ from mtrl.plugins.external.link import (
     SimulationReportedError,
     SimulationTimeout,
 )
-from mtrl.plugins.external.spaces_check import SimulationCommandError, SpaceMismatchError
+from mtrl.plugins.external.spaces_check import (
+    SimulationCommandError,
+    SpaceMismatchError,
+    spaces_from_spec,
+)
 
 __all__ = [
     "ExternalBatchEnv",

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import shlex
 import shutil
@@ -58,12 +57,14 @@ from mtrl.coupling import protocol as P
 from mtrl.plugins.batch_env import BatchEnv, StepBatch
 from mtrl.plugins.external import sim_logs
 from mtrl.plugins.external.link import SECURITY_KWARGS, Link, SimulationError, check_transport
+from mtrl.plugins.external.slow_steps import SlowSteps
 from mtrl.plugins.external.spaces_check import (
     SimulationCommandError,
     SpaceMismatchError,
     check_declared,
     check_size,
     command_problem,
+    spaces_from_spec,
 )
 
 LAUNCHER = Path(P.__file__).resolve().parent / "launcher.py"
@@ -201,30 +202,6 @@ class ExternalSim:
                 f"the command template names {{{e.args[0]}}}, which is neither a built-in "
                 "(address, num_envs, seed, python, mpiexec) nor in defaults"
             ) from None
-
-
-def _space(spec: P.ArraySpec) -> gym.spaces.Box:
-    low, high = spec.low, spec.high
-    if spec.dtype.kind in "iu":
-        info = np.iinfo(spec.dtype)
-        low = np.clip(np.nan_to_num(low, neginf=info.min), info.min, info.max)
-        high = np.clip(np.nan_to_num(high, posinf=info.max), info.min, info.max)
-    dtype = spec.dtype.newbyteorder("=")
-    low = np.broadcast_to(np.asarray(low, dtype), spec.shape)
-    high = np.broadcast_to(np.asarray(high, dtype), spec.shape)
-    return gym.spaces.Box(low, high, spec.shape, dtype)
-
-
-def spaces_from_spec(spec: P.SimSpec) -> tuple[gym.Space, gym.Space]:
-    """The gymnasium observation and action spaces of one copy, from a handshake."""
-    obs = _space(spec.observation)
-    if spec.action_kind == "discrete":
-        act: gym.Space = gym.spaces.Discrete(spec.action_n)
-    elif spec.action_kind == "multidiscrete":
-        act = gym.spaces.MultiDiscrete(spec.action_n)
-    else:
-        act = _space(spec.action)
-    return obs, act
 
 
 class ExternalBatchEnv(BatchEnv):
@@ -433,38 +410,10 @@ class ExternalBatchEnv(BatchEnv):
         return [link.process.pid for link in self._links if link.process is not None]
 
 
-class SlowSteps:
-    """Warns (on stderr, at most once a minute) when steps take over half the step timeout:
-    a slow code is then seen long before a step is counted as a hang."""
-
-    def __init__(self, name: str, timeout_s: float, every_s: float = 60.0) -> None:
-        self.name, self.timeout_s, self.every_s = name, timeout_s, every_s
-        self.count, self.worst, self.said = 0, 0.0, -math.inf
-
-    def observe(self, seconds: float) -> None:
-        if seconds <= self.timeout_s / 2:
-            return
-        self.count += 1
-        self.worst = max(self.worst, seconds)
-        now = time.monotonic()
-        if now - self.said < self.every_s:
-            return
-        print(
-            f"warning: {self.name}: {self.count} step(s) took over half the step timeout "
-            f"(slowest {self.worst:.1f}s of step_timeout_s={self.timeout_s:g}); a step past "
-            "it counts as a hang: raise the env's step_timeout_s (env_kwargs) if the code is "
-            "this slow",
-            file=sys.stderr,
-            flush=True,
-        )
-        self.said, self.count, self.worst = now, 0, 0.0
-
-
 __all__ = [
     "ExternalBatchEnv",
     "ExternalSim",
     "SimulationCommandError",
     "SimulationError",
     "SpaceMismatchError",
-    "spaces_from_spec",
 ]

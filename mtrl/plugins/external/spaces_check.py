@@ -1,11 +1,13 @@
-"""Checks an external env makes before it launches a code or allocates for its handshake.
+"""Checks an external env makes before it launches a code or allocates for its handshake, and
+the spaces a handshake declares.
 
 * :func:`command_problem`: the command's program exists and is executable (a shell's status
   127/126, said up front instead of as a crash at start-up);
 * :func:`check_size`: the handshake's arrays are of a sane size (a typo such as a
   ``[100000, 100000, 1000]`` observation would otherwise be a numpy allocation failure);
 * :func:`check_declared`: the handshake's spaces are the ones the plugin declared at
-  registration (which mtrl builds its model and buffers from without launching the code).
+  registration (which mtrl builds its model and buffers from without launching the code);
+* :func:`spaces_from_spec`: the gymnasium spaces of one copy, from a handshake.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 
 from mtrl.coupling import protocol as P
 from mtrl.errors import UserError
@@ -105,3 +108,27 @@ def check_declared(
             + ". Make register.env(observation_space=..., action_space=...) and the spec the "
             "code sends agree"
         )
+
+
+def _space(spec: P.ArraySpec) -> gym.spaces.Box:
+    low, high = spec.low, spec.high
+    if spec.dtype.kind in "iu":
+        info = np.iinfo(spec.dtype)
+        low = np.clip(np.nan_to_num(low, neginf=info.min), info.min, info.max)
+        high = np.clip(np.nan_to_num(high, posinf=info.max), info.min, info.max)
+    dtype = spec.dtype.newbyteorder("=")
+    low = np.broadcast_to(np.asarray(low, dtype), spec.shape)
+    high = np.broadcast_to(np.asarray(high, dtype), spec.shape)
+    return gym.spaces.Box(low, high, spec.shape, dtype)
+
+
+def spaces_from_spec(spec: P.SimSpec) -> tuple[gym.Space, gym.Space]:
+    """The gymnasium observation and action spaces of one copy, from a handshake."""
+    obs = _space(spec.observation)
+    if spec.action_kind == "discrete":
+        act: gym.Space = gym.spaces.Discrete(spec.action_n)
+    elif spec.action_kind == "multidiscrete":
+        act = gym.spaces.MultiDiscrete(spec.action_n)
+    else:
+        act = _space(spec.action)
+    return obs, act
