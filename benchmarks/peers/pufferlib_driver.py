@@ -167,6 +167,7 @@ def main() -> None:
         },
         "settings": vars(a),
     }
+    trainer.utilization.stop()  # its sampling thread is not a daemon: the process would stay
     vecenv.close()
     sys.stdout.flush()
     print("PEER_RESULT " + json.dumps(out), flush=True)
