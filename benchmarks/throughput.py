@@ -93,12 +93,11 @@ def _timed(fn, seconds: float, device: torch.device | None = None) -> tuple[int,
     return units, time.perf_counter() - t0
 
 
-def stage_env(w: dict[str, Any], seconds: float) -> float:
-    """(a) env steps/s of the workload's batch envs (one per actor, stepped in turn), random
-    actions, nothing else."""
-    spec = get_plugins().envs.get(w["env"])
-    n = w["num_envs"]
-    envs = [spec.build(n, seed) for seed in range(w["actors"])]
+def _random_stepping(env_name: str, n: int, copies: int, seconds: float) -> float:
+    """Env steps/s of ``copies`` batch envs of ``n`` copies each, stepped in turn with random
+    actions drawn up front, nothing else."""
+    spec = get_plugins().envs.get(env_name)
+    envs = [spec.build(n, seed) for seed in range(copies)]
     for env in envs:
         env.reset()
     rng = np.random.default_rng(0)
@@ -118,28 +117,16 @@ def stage_env(w: dict[str, Any], seconds: float) -> float:
     return units / dt
 
 
+def stage_env(w: dict[str, Any], seconds: float) -> float:
+    """(a) env steps/s of the workload's batch envs (one per actor, stepped in turn)."""
+    return _random_stepping(w["env"], w["num_envs"], w["actors"], seconds)
+
+
 def stage_env_one_pool(w: dict[str, Any], seconds: float) -> float:
     """(a1) env steps/s of one batch env holding all the workload's copies (actors x
-    num_envs), random actions: for envpool, its raw rate with every core's thread busy on
-    one pool, the figure a Sebulba run on the same cores is held against."""
-    spec = get_plugins().envs.get(w["env"])
-    n = w["num_envs"] * w["actors"]
-    env = spec.build(n, 0)
-    env.reset()
-    rng = np.random.default_rng(0)
-    acts = [random_actions(env.single_action_space, n, rng) for _ in range(64)]
-    i = [0]
-
-    def step() -> int:
-        env.step(acts[i[0] % 64])
-        i[0] += 1
-        return n
-
-    try:
-        units, dt = _timed(step, seconds)
-    finally:
-        env.close()
-    return units / dt
+    num_envs): for envpool, its raw rate with every core's thread busy on one pool, the
+    figure a Sebulba run on the same cores is held against."""
+    return _random_stepping(w["env"], w["num_envs"] * w["actors"], 1, seconds)
 
 
 def _model_and_unrolls(cfg: Any) -> tuple[MultiTaskModel, ImpalaLearner, list]:
