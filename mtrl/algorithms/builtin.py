@@ -16,7 +16,7 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
     (:mod:`mtrl.learner.impala`), in every parallel mode; ``impala_replay``: the same with
     replayed unrolls mixed into every batch (:mod:`mtrl.algorithms.impala_replay`), in every
     parallel mode too; and ``sac``: multi-task soft actor-critic over a per-task replay
-    (:mod:`mtrl.algorithms.sac`), on one learner process."""
+    (:mod:`mtrl.algorithms.sac`), on one process or data-parallel replicas."""
     register.algorithm(
         "impala",
         make_impala_learner,
@@ -33,6 +33,7 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
     register.algorithm(
         "sac",
         make_sac_learner,
+        parallel=("data_parallel",),
         prepare_model=install_policy_heads,
         description="multi-task soft actor-critic, per-task replay and temperature (off-policy)",
     )

@@ -114,7 +114,11 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
 #: What a config may name without the plugin registry: the built-in rules and the parallel
 #: modes each supports (what mtrl.algorithms.builtin registers).
 _ALL_PARALLEL = {"data_parallel", "task_sharded", "fsdp"}
-BUILTIN_ALGORITHMS = {"impala": _ALL_PARALLEL, "impala_replay": _ALL_PARALLEL, "sac": set()}
+BUILTIN_ALGORITHMS = {
+    "impala": _ALL_PARALLEL,
+    "impala_replay": _ALL_PARALLEL,
+    "sac": {"data_parallel"},
+}
 
 
 class LearnerConfig(ConfigModel):

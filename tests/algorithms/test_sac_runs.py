@@ -134,14 +134,25 @@ def test_a_recurrent_core_is_refused_when_the_config_is_parsed() -> None:
     assert "remove learner.model.core" in line and line.startswith("exp.yaml:")
 
 
-def test_data_parallel_sac_is_refused_when_the_config_is_parsed() -> None:
+@pytest.mark.parametrize("mode", ["task_sharded", "fsdp"])
+def test_model_parallel_sac_is_refused_when_the_config_is_parsed(mode: str) -> None:
     plugins = get_plugins()
     with pytest.raises(ConfigError) as err:
         parse_config(
-            "tasks: [{env: a/b}]\nlearner: {algorithm: sac, parallel: {data_parallel: 2}}\n",
+            "tasks: [{env: a/b}]\nlearner: {algorithm: sac, parallel: "
+            f"{{data_parallel: 2, model_parallel: {mode}}}}}\n",
             algorithms=plugins.algorithms.parallel_support(),
         )
-    assert "'sac' does not support learner.parallel data_parallel" in str(err.value)
+    assert f"'sac' does not support learner.parallel {mode}" in str(err.value)
+
+
+def test_data_parallel_sac_is_accepted() -> None:
+    plugins = get_plugins()
+    cfg = parse_config(
+        "tasks: [{env: a/b}]\nlearner: {algorithm: sac, parallel: {data_parallel: 2}}\n",
+        algorithms=plugins.algorithms.parallel_support(),
+    )
+    assert cfg.learner.parallel.data_parallel == 2
 
 
 BOX_OBS = spaces.Box(-1, 1, (3,), np.float32)

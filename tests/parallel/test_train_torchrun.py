@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,31 @@ def test_a_task_sharded_run_checkpoints_the_whole_learner_and_resumes(tmp_path: 
     last = torch.load(sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=True)
     assert last["env_steps"] > state["env_steps"]
     assert last["learner"]["version"] > state["learner"]["version"]
+
+
+def test_a_data_parallel_sac_run_trains_checkpoints_its_replay_and_resumes(tmp_path: Path) -> None:
+    learner = (
+        "algorithm: sac, batch_size: 8, unroll_length: 8, "
+        "sac: {learning_starts: 400, batch_size: 64, replay_ratio: 4}"
+    )
+    extra = "checkpoint: {replay: true}"
+    res = _train(str(_config(tmp_path, "sac_dp", 8000, learner, extra)))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").open()]
+    last = records[-1]
+    assert last["charts/env_steps"] >= 8000
+    # Both replicas' env steps owe gradient steps of 2 x 64 samples at 4 samples per step.
+    assert last["sac/gradient_steps"] > 0.75 * (8000 - 2 * 800) * 4 / 128  # one rank alone: 0.5
+    assert all(math.isfinite(last[k]) for k in ("losses/critic", "losses/actor"))
+    (ckpt,) = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))
+    state = torch.load(ckpt, weights_only=True)
+    assert len(state["learner"]["replay"]) == 2  # rank 0's replay of each task
+    res = _train("--resume", str(run_dir), "--total-env-steps", "12000")
+    # Rank 0 takes its replay back, rank 1 refills its own and says so.
+    assert "rank 1: the checkpoint holds rank 0's replay only" in res.stdout + res.stderr
+    last = torch.load(sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=True)
+    assert last["env_steps"] > state["env_steps"]
+    assert last["learner"]["gradient_steps"] > state["learner"]["gradient_steps"]
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="two GPUs take two CUDA replicas")

@@ -19,10 +19,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def torchrun(args: list[str], out: Path, modes: list[str]) -> subprocess.Popen[str]:
-    """Start ``torchrun ARGS dist_worker.py OUT MODES`` (not waited for)."""
+def torchrun(
+    args: list[str], out: Path, modes: list[str], worker: Path = WORKER
+) -> subprocess.Popen[str]:
+    """Start ``torchrun ARGS WORKER OUT MODES`` (not waited for; ``dist_worker.py`` unless
+    told)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", *args, str(WORKER), str(out), *modes]
+    cmd = [sys.executable, "-m", "torch.distributed.run", *args, str(worker), str(out), *modes]
     return subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

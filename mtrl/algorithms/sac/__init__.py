@@ -10,11 +10,12 @@ import torch
 from torch import nn
 
 from mtrl.algorithms.sac.learner import SacLearner
+from mtrl.algorithms.sac.parallel import DataParallelSacLearner
 from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
 from mtrl.learner.distributed import DistContext
 
-__all__ = ["SacLearner", "make_sac_learner"]
+__all__ = ["DataParallelSacLearner", "SacLearner", "make_sac_learner"]
 
 
 def make_sac_learner(
@@ -25,10 +26,28 @@ def make_sac_learner(
     device: torch.device | None = None,
     lr_scales: Sequence[float] | None = None,
 ) -> SacLearner:
-    """The SAC learner of ``model`` on ``device`` (one learner process only)."""
-    if ctx is not None and ctx.distributed:
+    """The SAC learner of ``model`` on ``device``: one process's, or under torchrun one
+    data-parallel replica (:mod:`mtrl.algorithms.sac.parallel`; the process group must be
+    initialised)."""
+    ctx = ctx or DistContext.from_env()
+    par = cfg.parallel
+    model = model.to(device) if device is not None else model
+    if not ctx.distributed:
+        if par.data_parallel > 1:
+            raise UserError(
+                f"learner.parallel.data_parallel is {par.data_parallel} but this process is the "
+                f"only replica: launch with `mtrl train CONFIG --nproc {par.data_parallel}` "
+                "(see docs/DISTRIBUTED.md)"
+            )
+        return SacLearner(model, cfg, task_names, lr_scales)
+    if par.model_parallel != "none":
         raise UserError(
-            f"learner.algorithm: sac runs on one learner process, but torchrun started "
-            f"{ctx.world_size}; launch `mtrl train` without torchrun"
+            f"learner.algorithm: sac supports data parallel replicas only, not "
+            f"learner.parallel.model_parallel: {par.model_parallel}"
         )
-    return SacLearner(model.to(device) if device is not None else model, cfg, task_names, lr_scales)
+    if par.data_parallel not in (1, ctx.local_world_size):
+        raise UserError(
+            f"learner.parallel.data_parallel is {par.data_parallel} but torchrun started "
+            f"{ctx.local_world_size} replicas on this node; make them agree (or set it to 1)"
+        )
+    return DataParallelSacLearner(model, cfg, task_names, ctx, lr_scales)

@@ -39,6 +39,7 @@ from mtrl.algorithms.feed import batch_to_unroll
 from mtrl.algorithms.sac import losses
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
+from mtrl.algorithms.sac.diagnostics import SacDiagnostics
 from mtrl.algorithms.sac.networks import CriticInput, TwinCritic, install_policy_heads
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
 from mtrl.config import LearnerConfig
@@ -56,9 +57,6 @@ REFILL_NOTE = (
     "learner.sac.learning_starts transitions; checkpoint.replay: true keeps it)"
 )
 """What a run resumed from a checkpoint without replay contents says, once."""
-
-#: Per-task diagnostics summed over gradient steps (``learner/<task>/<name>``).
-DIAG_FIELDS = ("alpha", "entropy", "q", "td_error", "steps")
 
 
 def replay_nbytes(cfg: LearnerConfig, task: Any) -> int:
@@ -144,7 +142,7 @@ class SacLearner:
         self.version = 0
         self.gradient_steps = 0
         self._losses: dict[str, float] = {}
-        self._diag = torch.zeros(k, len(DIAG_FIELDS), dtype=torch.float64, device=self.device)
+        self.diagnostics = SacDiagnostics(task_names, self.device)
 
     def _replay(self, task: int) -> TaskReplay:
         sac, space = self.sac, self.spaces[task]
@@ -164,7 +162,7 @@ class SacLearner:
 
     @property
     def local_tasks(self) -> list[int]:
-        """Every task (SAC runs on one learner process)."""
+        """Every task (data-parallel replicas each train all of them)."""
         return list(range(len(self.task_names)))
 
     @property
@@ -195,14 +193,14 @@ class SacLearner:
         ready = self.ready_tasks()
         ready_set = set(ready)
         new_steps = sum(b.num_steps for b in batches if b.task in ready_set)
-        steps = self.ratio.steps(new_steps) if ready else 0
+        steps = self._owed_steps(new_steps, bool(ready))
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         for _ in range(steps):
             sums += self._gradient_step(ready)
         self.gradient_steps += steps
         self.version += 1
         if steps:
-            critic, actor, temperature = (sums / steps).tolist()
+            critic, actor, temperature = (self._batch_mean(sums) / steps).tolist()
             self._losses = {
                 "losses/critic": critic,
                 "losses/actor": actor,
@@ -215,6 +213,11 @@ class SacLearner:
             "sac/gradient_steps": float(self.gradient_steps),
             "sac/ready_tasks": float(len(ready)),
         }
+
+    def _owed_steps(self, new_steps: int, ready: bool) -> int:
+        """Gradient steps owed for ``new_steps`` fresh env steps of ready tasks (none while
+        no task is ready)."""
+        return self.ratio.steps(new_steps) if ready else 0
 
     # -- one gradient step --------------------------------------------------------------------
 
@@ -238,7 +241,7 @@ class SacLearner:
                 strict=True,
             )
             mean, log_std = torch.cat(means), torch.cat(log_stds)
-            u = mean + log_std.exp() * torch.randn_like(mean)
+            u = mean + log_std.exp() * self._noise_like(mean)
             raw_logp = DiagGaussian(mean, log_std, 1).log_prob(u)
             lhw = self._log_half_width[mean.shape[-1]][g.rows]
             logp = losses.squashed_log_prob(raw_logp, u, lhw)
@@ -247,6 +250,10 @@ class SacLearner:
             [model.policy(k, hk).log_probs for k, hk in zip(g.tasks, h, strict=True)]
         )
         return None, losses.discrete_entropy(log_probs), log_probs
+
+    def _noise_like(self, mean: torch.Tensor) -> torch.Tensor:
+        """The reparameterisation's standard normal noise, one per action dim."""
+        return torch.randn_like(mean)
 
     def _q(
         self, critic: nn.Module, groups: Sequence[Group], obs: str, actions: Sequence[Any]
@@ -316,18 +323,19 @@ class SacLearner:
         rows = torch.cat([g.rows for g in groups])
         entropy = torch.cat([n[1] for n in now]).detach()
         k = len(self.task_names)
-        count = torch.zeros(k, device=self.device).index_add_(0, rows, torch.ones_like(entropy))
+        local = torch.zeros(k, device=self.device).index_add_(0, rows, torch.ones_like(entropy))
+        total_h = torch.zeros(k, device=self.device).index_add_(0, rows, entropy)
+        count, total_h = self._task_sums(local, total_h)
         present = count > 0
-        mean_h = torch.zeros(k, device=self.device).index_add_(0, rows, entropy) / count.clamp(
-            min=1
-        )
+        mean_h = total_h / count.clamp(min=1)
         alpha_loss = losses.temperature_loss(
             self.log_alpha[present], mean_h[present], self.target_entropy[present]
         ).sum()
-        self._step(self.alpha_opt, alpha_loss, [self.log_alpha])
+        # From whole-batch sums: the same loss, hence the same gradient, on every replica.
+        self._step(self.alpha_opt, alpha_loss, [self.log_alpha], reduce=False)
         with torch.no_grad():
             torch._foreach_lerp_(self.target_params, self.critic_params, sac.tau)
-        self._record(rows, count, alpha, entropy, q1.detach(), td)
+        self.diagnostics.record(rows, local, alpha, entropy, q1.detach(), td)
         if sac.prioritized:
             at, errors = 0, td.cpu().numpy()
             for g in groups:
@@ -343,45 +351,43 @@ class SacLearner:
         return q.gather(-1, g.actions.long().unsqueeze(-1)).squeeze(-1)
 
     def _step(
-        self, opt: torch.optim.Optimizer, loss: torch.Tensor, params: Sequence[torch.Tensor]
+        self,
+        opt: torch.optim.Optimizer,
+        loss: torch.Tensor,
+        params: Sequence[torch.Tensor],
+        reduce: bool = True,
     ) -> None:
+        """One optimiser step on ``loss`` (``reduce``: its gradients are this process's
+        share of the batch's, to be combined with the other replicas')."""
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if reduce:
+            self._reduce_gradients(params)
         if self.sac.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(params, self.sac.max_grad_norm)
         opt.step()
 
-    def _record(
-        self,
-        rows: torch.Tensor,
-        count: torch.Tensor,
-        alpha: torch.Tensor,
-        entropy: torch.Tensor,
-        q: torch.Tensor,
-        td: torch.Tensor,
-    ) -> None:
-        """Add this step's per-task means (alpha, entropy, Q, |TD|) to the diagnostics window
-        of the tasks it sampled."""
-        sums = torch.zeros(len(alpha), 3, device=self.device)
-        sums.index_add_(0, rows, torch.stack([entropy, q, td], dim=1))
-        present = count > 0
-        means = torch.cat([alpha.unsqueeze(1), sums / count.clamp(min=1).unsqueeze(1)], dim=1)
-        self._diag[present, :4] += means[present].double()
-        self._diag[present, 4] += 1
+    def _task_sums(
+        self, count: torch.Tensor, total: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-task sample counts and entropy sums ``[K]`` of this gradient step, over the
+        whole batch (here: this process's)."""
+        return count, total
+
+    def _reduce_gradients(self, params: Sequence[torch.Tensor]) -> None:
+        """Make ``params``' gradients the whole batch's (here: already are)."""
+
+    def _batch_mean(self, losses: torch.Tensor) -> torch.Tensor:
+        """Loss sums over this update's gradient steps, as the whole batch's (here: are)."""
+        return losses
 
     def pop_diagnostics(self) -> dict[str, float]:
         """Per-task means over the gradient steps since the last call: ``learner/<task>/
         alpha``, ``entropy`` (of the action the env receives), ``q`` (of the sampled
         actions), ``td_error`` (mean |δ| of the twin critics), and the replay's size."""
-        diag = self._diag.to("cpu", copy=True)  # .cpu() of a CPU tensor is itself
-        self._diag.zero_()
-        out: dict[str, float] = {}
+        out = self.diagnostics.pop()
         for k, name in enumerate(self.task_names):
             out[f"learner/{name}/replay_transitions"] = float(self.replays[k].sampler.count)
-            steps = float(diag[k, 4])
-            if steps:
-                for i, field in enumerate(DIAG_FIELDS[:4]):
-                    out[f"learner/{name}/{field}"] = float(diag[k, i]) / steps
         return out
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -407,8 +413,9 @@ class SacLearner:
             state["replay"] = [r.state_dict() for r in self.replays]
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`state_dict`; without replay contents, say so and refill."""
+    def load_state_dict(self, state: dict[str, Any], quiet: bool = False) -> None:
+        """Continue from :meth:`state_dict`; without replay contents, say so (unless
+        ``quiet``) and refill."""
         self.model.load_state_dict(state["model"])
         self.critic.load_state_dict(state["critic"])
         self.target.load_state_dict(state["target_critic"])
@@ -425,5 +432,5 @@ class SacLearner:
         if "replay" in state:
             for replay, saved in zip(self.replays, state["replay"], strict=True):
                 replay.load_state_dict(saved)
-        else:
+        elif not quiet:
             print(REFILL_NOTE, flush=True)
