@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/learning.py configs/quickstart.yaml --seeds 10 [--jobs 1] \\
         [--eval-episodes 20] [--set learner.learning_rate=0.0003 --set actors.mode=serial] \\
-        [--total-env-steps N] [--name NAME] [--out-dir docs/results] [--reuse]
+        [--total-env-steps N] [--name NAME] [--out-dir docs/results] [--reuse] \\
+        [--nproc N]
     # writes docs/results/learning_<name>.json and learning_<name>.png
 
 Each seed is one ``mtrl train`` of the config (with the ``--set`` overrides; a path the config
@@ -68,6 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=1, help="trainings at a time (1)")
     ap.add_argument("--eval-episodes", type=int, default=20, help="per task and mode (20)")
     ap.add_argument(
+        "--nproc", type=int, default=1, help="learner replicas per training (mtrl train --nproc)"
+    )
+    ap.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -109,8 +113,8 @@ def make_plan(args: argparse.Namespace) -> lr.Plan:
     name = args.name or args.config.stem
     if not NAME_RE.match(name):
         raise UserError(f"--name {name!r}: use letters, digits and _.- only")
-    if args.jobs < 1 or args.eval_episodes < 1:
-        raise UserError("--jobs and --eval-episodes must be at least 1")
+    if args.jobs < 1 or args.eval_episodes < 1 or args.nproc < 1:
+        raise UserError("--jobs, --eval-episodes and --nproc must be at least 1")
     try:
         data = yaml.safe_load(args.config.read_text(encoding="utf-8"))
     except OSError as e:
@@ -150,6 +154,7 @@ def make_plan(args: argparse.Namespace) -> lr.Plan:
         args.jobs,
         args.eval_episodes,
         args.reuse,
+        args.nproc,
     )
 
 
@@ -157,17 +162,27 @@ def make_plan(args: argparse.Namespace) -> lr.Plan:
 # analysis
 
 
-def read_records(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's metrics records (``metrics.jsonl``); a torn last line is skipped."""
+def read_records(run_dir: Path, nproc: int = 1) -> list[dict[str, Any]]:
+    """The run's metrics records (``metrics.jsonl``); a torn last line is skipped.
+
+    A data-parallel run's records count each task's env steps of rank 0's actors only (its
+    returns are rank 0's episodes): with ``nproc`` replicas stepping alike, the job took about
+    ``nproc`` times as many, and the curves and steps-to-target are put on that scale.
+    """
     records = []
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         return records
     for line in path.read_text().splitlines():
         try:
-            records.append(json.loads(line))
+            rec = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if nproc > 1:
+            for key, value in rec.items():
+                if key.startswith("task/") and key.endswith("/env_steps"):
+                    rec[key] = value * nproc
+        records.append(rec)
     return records
 
 
@@ -205,7 +220,7 @@ def run_entry(
 def analyse(plan: lr.Plan, seed_runs: list[lr.SeedRun], reps: int, png: Path) -> dict[str, Any]:
     """Figures per seed and task, the summary, aggregates and the curves' PNG."""
     records = {
-        r.seed: read_records(r.run_dir)
+        r.seed: read_records(r.run_dir, plan.nproc)
         for r in seed_runs
         if r.error is None and r.run_dir is not None
     }

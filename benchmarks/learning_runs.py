@@ -46,6 +46,8 @@ class Plan:
     jobs: int
     eval_episodes: int
     reuse: bool
+    nproc: int = 1
+    """Learner replicas per training (``mtrl train --nproc``; 1: one process)."""
 
 
 @dataclass
@@ -96,8 +98,9 @@ def train(plan: Plan, seed: int, config_path: Path) -> SeedRun:
     log = plan.work_dir / "logs" / f"seed{seed}.train.log"
     env = {**os.environ, "WANDB_MODE": "disabled"}
     t0 = time.perf_counter()
+    replicas = ["--nproc", str(plan.nproc)] if plan.nproc > 1 else []
     proc = subprocess.run(
-        _mtrl("train", str(config_path), "--seed", str(seed)),
+        _mtrl("train", str(config_path), "--seed", str(seed), *replicas),
         capture_output=True,
         text=True,
         env=env,

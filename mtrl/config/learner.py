@@ -24,6 +24,7 @@ from mtrl.config.base import ConfigModel
 from mtrl.config.choices import require_registered
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
 from mtrl.config.impala_replay import ImpalaReplayConfig
+from mtrl.config.multitask import MultitaskConfig
 from mtrl.config.sac import SacConfig
 
 
@@ -203,6 +204,9 @@ class LearnerConfig(ConfigModel):
     """The ``sac`` rule's replay and optimisation (ignored by the other rules)."""
     impala_replay: ImpalaReplayConfig = Field(default_factory=ImpalaReplayConfig)
     """The ``impala_replay`` rule's replay proportion and capacity (ignored by the others)."""
+    multitask: MultitaskConfig = Field(default_factory=MultitaskConfig)
+    """How the tasks' gradients on the shared torso combine (``sum``, ``pcgrad``, ``cagrad``;
+    the IMPALA rules)."""
     diagnostics_every: int = Field(default=10, ge=0)
     """Updates between measurements of each task's share of the shared torso's gradient
     (``learner/<task>/torso_grad_share``; one extra backward pass per task, single-process
@@ -246,6 +250,26 @@ class LearnerConfig(ConfigModel):
             raise ValueError(
                 "learning rule 'sac' trains on single transitions and has no recurrent core: "
                 "remove learner.model.core or choose learner.algorithm: impala"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _gradient_combination_fits(self) -> LearnerConfig:
+        """Combining per-task gradients needs the IMPALA rules and a whole torso per replica."""
+        how = self.multitask.gradients
+        if how == "sum":
+            return self
+        if self.algorithm == "sac":
+            raise ValueError(
+                f"learner.multitask.gradients: {how} is not offered by learning rule 'sac' "
+                "(its actor and critics take the plain sum): use gradients: sum, or "
+                "learner.algorithm: impala or impala_replay"
+            )
+        if self.parallel.model_parallel == "fsdp":
+            raise ValueError(
+                f"learner.multitask.gradients: {how} needs each task's gradient of the whole "
+                "torso, which model_parallel: fsdp splits over ranks: use model_parallel: none "
+                "or task_sharded, or gradients: sum"
             )
         return self
 

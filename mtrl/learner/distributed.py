@@ -288,6 +288,10 @@ class DataParallelLearner(ImpalaLearner):
     def _reduce_gradients(self) -> None:
         all_reduce_gradients(self._replicated)
 
+    def _reduce_task_gradients(self, grads: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(grads)
+        return grads
+
     def _clip_gradients(self) -> torch.Tensor:
         return clip_global_grad_norm(
             self._replicated, self.sharded_parameters(), self.cfg.max_grad_norm, self.device

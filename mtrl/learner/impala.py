@@ -49,6 +49,7 @@ from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
 from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
 from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
 from mtrl.learner.recurrent import sequence_resets
+from mtrl.learner.task_gradients import SharedGradients
 from mtrl.learner.vtrace import VTraceReturns, vtrace
 
 __all__ = ["ImpalaLearner"]
@@ -123,6 +124,7 @@ class ImpalaLearner:
         self.version = 0
         self.optimizer = make_optimizer(param_groups(model, lr_scales), cfg)
         self.window = DiagnosticWindow(self.task_names, model.gaussian)
+        self.shared = SharedGradients(model, cfg, k)
 
     @property
     def local_tasks(self) -> list[int]:
@@ -180,14 +182,19 @@ class ImpalaLearner:
         if cfg.popart.enabled:
             self._popart_update(parts)
         sums, counts = self._loss_sums(parts)
-        shares = self._grad_shares(parts) if self._shares_due() else None
         total = self._global_count(sum(counts))
+        own = self._task_losses(parts, total)
+        grads = self.shared.per_task(own) if self.shared.combining else None
+        measure = grads is None and self.shared.shares_due(self.version, self.distributed)
+        shares = self.shared.shares(own) if measure else None
         loss_ = loss(sums, total, cfg.value_coef, self.bonus.unit)
         if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
             loss_ = loss_ + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
         loss_.backward()
         self._reduce_gradients()
+        if grads is not None:
+            shares = self.shared.apply(self._reduce_task_gradients(grads), self.version)
         grad_norm = self._clip_gradients()
         self.optimizer.step()
         self.accelerator.after_step()
@@ -294,29 +301,14 @@ class ImpalaLearner:
             squashed=dist.log_half_width if gaussian else None,
         )
 
-    def _shares_due(self) -> bool:
-        """Whether this update measures each task's share of the torso gradient (one extra
-        backward per task; single-process learners only, where the torso is whole; not for a
-        model without torso parameters, ``torso: []``)."""
-        every = self.cfg.diagnostics_every
-        if every <= 0 or self.distributed or self.version % every:
-            return False
-        return any(q.requires_grad for q in self.model.torso.parameters())
-
-    def _grad_shares(self, parts: list[_TaskPart]) -> list[float]:
-        """Each task's share of the torso gradient in this update (0 for absent tasks)."""
+    def _task_losses(self, parts: list[_TaskPart], count: int) -> dict[int, torch.Tensor]:
+        """Each present task's part of the loss (its blocks' sums over ``count`` samples)."""
         per_task: dict[int, torch.Tensor] = {}
         for p in parts:
             k = p.batch.task
-            own = loss(p.sums, 1, self.cfg.value_coef, self.bonus.unit)
+            own = loss(p.sums, count, self.cfg.value_coef, self.bonus.unit)
             per_task[k] = per_task[k] + own if k in per_task else own
-        tasks = sorted(per_task)
-        torso = [q for q in self.model.torso.parameters() if q.requires_grad]
-        got = diagnostics.grad_shares([per_task[k] for k in tasks], torso)
-        out = [0.0] * len(self.task_names)
-        for k, share in zip(tasks, got, strict=True):
-            out[k] = share
-        return out
+        return per_task
 
     def _metrics(
         self,
@@ -412,6 +404,10 @@ class ImpalaLearner:
 
     def _reduce_gradients(self) -> None:
         """Turn each replica's gradient into the whole batch's (nothing to do on one)."""
+
+    def _reduce_task_gradients(self, grads: torch.Tensor) -> torch.Tensor:
+        """Per-task gradients of the shared parameters ``[K, P]``, summed over replicas."""
+        return grads
 
     def _clip_gradients(self) -> torch.Tensor:
         """Clip the global gradient norm to ``max_grad_norm``; returns the norm before."""

@@ -144,6 +144,14 @@ class MultiTaskModel(nn.Module):
         """Whether the model has a recurrent core (its actors must keep per-env states)."""
         return self.state_size > 0
 
+    def shared_parameters(self) -> list[nn.Parameter]:
+        """Parameters every task's loss reaches: the torso's and a shared recurrent core's
+        (the value head's rows are per task; encoders, heads and per-task cores are owned)."""
+        shared = list(self.torso.parameters())
+        if self.core is not None:
+            shared += list(self.core.parameters())
+        return [p for p in shared if p.requires_grad]
+
     def _check_task(self, task: int) -> int:
         if not 0 <= task < self.num_tasks:
             raise IndexError(f"task {task} out of range: the model has {self.num_tasks} tasks")

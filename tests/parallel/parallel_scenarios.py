@@ -3,7 +3,8 @@
 Imported by the tests (the single-process reference) and by ``dist_worker.py`` (the ranks
 under torchrun), so both sides build the same model and the same batches from seeds. A mode
 ``recurrent-<model_parallel>`` runs the same problem with the recurrent core of
-:data:`RECURRENT` (its batches then carry random initial core states).
+:data:`RECURRENT` (its batches then carry random initial core states); a ``pcgrad-`` or
+``cagrad-`` prefix combines the tasks' torso gradients that way (``learner.multitask``).
 """
 
 from __future__ import annotations
@@ -70,19 +71,33 @@ RECURRENT: dict[str, dict[str, Any]] = {
 }
 
 
-def scenario(mode: str) -> tuple[str, dict[str, Any] | None]:
-    """``(model_parallel, core config or None)`` of a mode name."""
+#: Mode prefixes naming a ``learner.multitask.gradients`` combination (default: ``sum``).
+COMBINATIONS = ("pcgrad", "cagrad")
+
+
+def scenario(mode: str) -> tuple[str, dict[str, Any] | None, str]:
+    """``(model_parallel, core config or None, gradient combination)`` of a mode name:
+    ``[pcgrad-|cagrad-][recurrent-]<model_parallel>``."""
+    gradients = "sum"
+    for how in COMBINATIONS:
+        if mode.startswith(f"{how}-"):
+            gradients, mode = how, mode.removeprefix(f"{how}-")
     if mode.startswith("recurrent-"):
         parallel = mode.removeprefix("recurrent-")
-        return parallel, RECURRENT[parallel]
-    return mode, None
+        return parallel, RECURRENT[parallel], gradients
+    return mode, None, gradients
 
 
 def learner_config(mode: str = "none") -> LearnerConfig:
-    parallel, core = scenario(mode)
+    parallel, core, gradients = scenario(mode)
     model = {**CFG["model"], "core": core}
     return LearnerConfig.model_validate(
-        {**CFG, "model": model, "parallel": {"model_parallel": parallel}}
+        {
+            **CFG,
+            "model": model,
+            "parallel": {"model_parallel": parallel},
+            "multitask": {"gradients": gradients},
+        }
     )
 
 
@@ -149,9 +164,11 @@ def assert_matches_single_process(result: dict[str, Any], ref: dict[str, Any]) -
     torch.testing.assert_close(result["nu"], ref["nu"], atol=1e-6, rtol=1e-6)
     assert len(result["metrics"]) == len(ref["metrics"])
     for got, want in zip(result["metrics"], ref["metrics"], strict=True):
-        # The torso-gradient share is measured by single-process learners only; every other
-        # figure, the per-task diagnostics included, is reduced over replicas and must match.
+        # The torso-gradient share is measured apart by single-process learners only (with
+        # combined gradients, everywhere); every other figure, the per-task diagnostics
+        # included, is reduced over replicas and must match.
         want = {k: v for k, v in want.items() if not k.endswith("/torso_grad_share")}
+        got = {k: v for k, v in got.items() if not k.endswith("/torso_grad_share")}
         assert got.keys() == want.keys()
         for key in want:
             assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-5), key

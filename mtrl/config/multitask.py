@@ -1,0 +1,34 @@
+"""How the tasks' gradients on the shared parameters are combined (``learner.multitask``).
+
+By default an update's gradient is the sum of every task's (``sum``): the gradient of the mean
+loss over the mixed batch. Where tasks pull the shared torso in opposite directions, the
+multi-task literature changes how the per-task gradients of the *shared* parameters are
+combined (the per-task encoders and heads get their own task's gradient as always):
+``pcgrad`` (gradient surgery, Yu et al. 2020) and ``cagrad`` (conflict-averse gradient
+descent, Liu et al. 2021). The math is :mod:`mtrl.learner.gradient_combination`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from mtrl.config.base import ConfigModel
+
+
+class MultitaskConfig(ConfigModel):
+    """The combination of per-task gradients on the shared torso (and shared recurrent core)."""
+
+    gradients: Literal["sum", "pcgrad", "cagrad"] = "sum"
+    """``sum``: the plain gradient of the batch's loss. ``pcgrad``: each task's gradient loses
+    its component along any other task's gradient it conflicts with (negative dot product),
+    the tasks taken in a random order, then the results are summed. ``cagrad``: the update
+    that maximises the worst task's improvement within a ball of radius ``cagrad_c·|g0|``
+    around the mean gradient ``g0``, scaled to the sum's size. Both need each task's gradient
+    of the shared parameters: one extra backward pass per task in the update (learner only;
+    not with ``learner.parallel.model_parallel: fsdp``, whose torso is split over ranks)."""
+    cagrad_c: float = Field(default=0.4, ge=0)
+    """CAGrad's ``c``: how far (relative to the mean gradient's norm) the update may leave the
+    mean to help the worst-off task; 0 is the plain mean. The paper's Meta-World MT10 value
+    is 0.4 (its multi-task supervised settings use 0.4–0.5)."""
