@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/learner_update.py [configs/quickstart.yaml] [--updates 50]
     # prints ms per update, writes docs/results/learner_update_<config name>.json
+    .venv/bin/python benchmarks/learner_update.py CONFIG --gradients sum,pcgrad,cagrad
+    # the cost of combining the tasks' gradients, side by side (learner_update_gradients_*)
 
 Each task gets one block of ``num_envs`` columns × ``unroll_length`` steps per update (the
 smallest batch a run's learner takes when every task's actor delivers one unroll), filled
@@ -104,12 +106,19 @@ def profile_updates(learner: Any, batches: list[TaskBatch], updates: int) -> dic
 
 
 def measure(
-    config: Path, updates: int, device_name: str | None = None, profile: int = 0
+    config: Path,
+    updates: int,
+    device_name: str | None = None,
+    profile: int = 0,
+    gradients: str | None = None,
 ) -> dict[str, Any]:
-    """Milliseconds per update (after 5 warm-up updates) on the config's smallest batch."""
+    """Milliseconds per update (after 5 warm-up updates) on the config's smallest batch
+    (``gradients`` overrides ``learner.multitask.gradients``)."""
     cfg = load_config(config)
     if device_name is not None:
         cfg.learner.device = device_name
+    if gradients is not None:
+        cfg.learner.multitask.gradients = gradients  # type: ignore[assignment]
     device = resolve_device(cfg.learner.device)
     plugins = get_plugins()
     spaces = []
@@ -156,6 +165,7 @@ def measure(
         "tasks": [t.key for t in cfg.tasks],
         "samples_per_update": steps * sum(t.num_envs for t in cfg.tasks),
         "updates": updates,
+        "gradients": cfg.learner.multitask.gradients,
         "ms_per_update": ms,
         "updates_per_s": 1e3 / ms,
         "torch_threads": cfg.learner.torch_threads,
@@ -178,7 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=None)
     ap.add_argument("--device", default=None, help="overrides learner.device (cpu, cuda, ...)")
     ap.add_argument("--profile", type=int, default=0, help="profile this many more updates")
+    ap.add_argument(
+        "--gradients",
+        help="comma-separated learner.multitask.gradients to time side by side in 3 "
+        "interleaved rounds, e.g. sum,pcgrad,cagrad (ratios to the first)",
+    )
     args = ap.parse_args(argv)
+    if args.gradients:
+        return compare_gradients(args.config, args.updates, args.device, args.gradients, args)
     result = {
         "benchmark": "learner_update",
         "machine": machine(),
@@ -200,6 +217,37 @@ def main(argv: list[str] | None = None) -> int:
             print(prof["by_device"])
             print(f"device busy {prof['device_busy_fraction']:.0%} of the profiled updates' wall")
     path = write_result(f"learner_update_{args.config.stem}", result, args.out_dir)
+    print(f"wrote {path}")
+    return 0
+
+
+def compare_gradients(
+    config: Path, updates: int, device: str | None, names: str, args: argparse.Namespace
+) -> int:
+    """Each gradient combination's ms per update, in interleaved rounds (the median of 3),
+    and its ratio to the first's."""
+    kinds = [k.strip() for k in names.split(",") if k.strip()]
+    runs: dict[str, list[float]] = {k: [] for k in kinds}
+    for _ in range(3):
+        for kind in kinds:
+            runs[kind].append(measure(config, updates, device, gradients=kind)["ms_per_update"])
+    median = {k: float(np.median(v)) for k, v in runs.items()}
+    base = median[kinds[0]]
+    for kind in kinds:
+        print(
+            f"{kind:>8}: {median[kind]:.1f} ms per update (rounds "
+            f"{', '.join(f'{x:.1f}' for x in runs[kind])}), {median[kind] / base:.2f}x {kinds[0]}"
+        )
+    result = {
+        "benchmark": "learner_update_gradients",
+        "machine": machine(),
+        "config": str(config),
+        "updates": updates,
+        "ms_per_update": runs,
+        "median_ms": median,
+        "ratio_to_first": {k: median[k] / base for k in kinds},
+    }
+    path = write_result(f"learner_update_gradients_{config.stem}", result, args.out_dir)
     print(f"wrote {path}")
     return 0
 

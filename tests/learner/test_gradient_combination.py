@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scipy import optimize
 from test_learner import SPACES, _batch
 
 from mtrl.config import LearnerConfig, parse_config
@@ -19,8 +20,6 @@ from mtrl.learner.gradient_combination import cagrad, cagrad_weights, combine, p
 from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel
 from mtrl.train.trainer import Trainer
-
-scipy_optimize = pytest.importorskip("scipy.optimize")
 
 
 def test_pcgrad_projects_two_conflicting_gradients_onto_each_others_normal_plane() -> None:
@@ -82,7 +81,7 @@ def _authors_cagrad(grads: torch.Tensor, alpha: float) -> torch.Tensor:
     def objfn(x: np.ndarray) -> float:
         return float(x @ gg @ x_start + c * np.sqrt(x @ gg @ x + 1e-8))
 
-    res = scipy_optimize.minimize(
+    res = optimize.minimize(
         objfn,
         x_start,
         bounds=[(0, 1)] * k,
