@@ -205,8 +205,7 @@ class LearnerConfig(ConfigModel):
     impala_replay: ImpalaReplayConfig = Field(default_factory=ImpalaReplayConfig)
     """The ``impala_replay`` rule's replay proportion and capacity (ignored by the others)."""
     multitask: MultitaskConfig = Field(default_factory=MultitaskConfig)
-    """How the tasks' gradients on the shared torso combine (``sum``, ``pcgrad``, ``cagrad``;
-    the IMPALA rules)."""
+    """How the tasks' gradients on the shared torso combine (``sum``, ``pcgrad``, ``cagrad``)."""
     diagnostics_every: int = Field(default=10, ge=0)
     """Updates between measurements of each task's share of the shared torso's gradient
     (``learner/<task>/torso_grad_share``; one extra backward pass per task, single-process
@@ -255,16 +254,10 @@ class LearnerConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _gradient_combination_fits(self) -> LearnerConfig:
-        """Combining per-task gradients needs the IMPALA rules and a whole torso per replica."""
+        """Combining per-task gradients needs a whole torso on every replica."""
         how = self.multitask.gradients
         if how == "sum":
             return self
-        if self.algorithm == "sac":
-            raise ValueError(
-                f"learner.multitask.gradients: {how} is not offered by learning rule 'sac' "
-                "(its actor and critics take the plain sum): use gradients: sum, or "
-                "learner.algorithm: impala or impala_replay"
-            )
         if self.parallel.model_parallel == "fsdp":
             raise ValueError(
                 f"learner.multitask.gradients: {how} needs each task's gradient of the whole "

@@ -217,7 +217,6 @@ def test_the_learner_reports_torso_shares_from_the_per_task_gradients() -> None:
 @pytest.mark.parametrize(
     "learner, says",
     [
-        ("{algorithm: sac, multitask: {gradients: pcgrad}}", "not offered by learning rule 'sac'"),
         (
             "{parallel: {data_parallel: 2, model_parallel: fsdp}, multitask: {gradients: cagrad}}",
             "model_parallel: fsdp splits over ranks",

@@ -1,8 +1,9 @@
 """One data-parallel SAC rank under torchrun: run the scenario, save what the test compares.
 
-    torchrun --standalone --nproc-per-node 2 tests/parallel/sac_dist_worker.py OUT_DIR
+    torchrun --standalone --nproc-per-node 2 tests/parallel/sac_dist_worker.py OUT_DIR GRADIENTS...
 
-Writes ``OUT_DIR/sac_rank{rank}.pt``: the scenario's results and, after two more updates, the
+For each ``learner.multitask.gradients`` named (sum, pcgrad, cagrad), writes
+``OUT_DIR/sac_{gradients}_rank{rank}.pt``: the scenario's results and, after two more updates, the
 results of a learner resumed from rank 0's state beside the one that saved it.
 """
 
@@ -19,17 +20,24 @@ from sac_scenarios import BATCH, NAMES, FixedRowsDataParallelSac, build_model, l
 from mtrl.learner.distributed import DistContext
 
 
-def _replica(ctx: DistContext) -> FixedRowsDataParallelSac:
-    learner = FixedRowsDataParallelSac(build_model(), learner_config(BATCH), NAMES, ctx)
+def _replica(ctx: DistContext, gradients: str) -> FixedRowsDataParallelSac:
+    cfg = learner_config(BATCH, gradients=gradients)
+    learner = FixedRowsDataParallelSac(build_model(), cfg, NAMES, ctx)
     learner.ranks = [ctx.rank]
     return learner
 
 
-def main(out: Path) -> None:
+def main(out: Path, combinations: list[str]) -> None:
     ctx = DistContext.from_env()
     ctx.init(torch.device("cpu"))
+    for gradients in combinations:
+        scenario(ctx, out, gradients)
+    ctx.destroy()
+
+
+def scenario(ctx: DistContext, out: Path, gradients: str) -> None:
     torch.manual_seed(1234 + ctx.rank)  # replicas must start equal whatever their seed
-    learner = _replica(ctx)
+    learner = _replica(ctx, gradients)
     result = run(learner)
     # Resume: rank 0's state through bytes as in a checkpoint file; both learners then take
     # the scenario's updates again and must stay equal.
@@ -38,14 +46,13 @@ def main(out: Path) -> None:
     buf = io.BytesIO()
     torch.save(box[0], buf)
     buf.seek(0)
-    resumed = _replica(ctx)
+    resumed = _replica(ctx, gradients)
     resumed.load_state_dict(torch.load(buf, weights_only=True))
     resumed.drawn = learner.drawn
     result["continued"] = run(learner)
     result["resumed"] = run(resumed)
-    torch.save(result, out / f"sac_rank{ctx.rank}.pt")
-    ctx.destroy()
+    torch.save(result, out / f"sac_{gradients}_rank{ctx.rank}.pt")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2:])

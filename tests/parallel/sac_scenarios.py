@@ -43,14 +43,18 @@ UNROLLS: list[list[list[tuple[int, int]]]] = [
 ]
 
 
-def learner_config(batch_size: int, max_grad_norm: float | None = 0.5) -> LearnerConfig:
-    """SAC with a small model, gradients clipped at ``max_grad_norm`` (None: not clipped)."""
+def learner_config(
+    batch_size: int, max_grad_norm: float | None = 0.5, gradients: str = "sum"
+) -> LearnerConfig:
+    """SAC with a small model, gradients clipped at ``max_grad_norm`` (None: not clipped),
+    the tasks' torso gradients combined by ``gradients``."""
     clip = "null" if max_grad_norm is None else max_grad_norm
     return parse_config(
         "tasks: [{env: a/b}]\n"
         f"learner: {{algorithm: sac, unroll_length: {T}, model: {{encoder_dim: 16, "
-        f"torso: [16]}}, sac: {{batch_size: {batch_size}, replay_ratio: 8, "
-        f"learning_starts: 1, max_grad_norm: {clip}, tau: 0.05, alpha_lr: 0.01}}}}\n"
+        f"torso: [16]}}, multitask: {{gradients: {gradients}}}, sac: {{batch_size: "
+        f"{batch_size}, replay_ratio: 8, learning_starts: 1, max_grad_norm: {clip}, "
+        "tau: 0.05, alpha_lr: 0.01}}\n"
     ).learner
 
 
@@ -181,7 +185,8 @@ def run(learner: Any) -> dict[str, Any]:
     }
 
 
-def run_single_process(max_grad_norm: float | None = 0.5) -> dict[str, Any]:
+def run_single_process(max_grad_norm: float | None = 0.5, gradients: str = "sum") -> dict[str, Any]:
     """The scenario in one process drawing every rank's rows, with twice the batch."""
-    learner = FixedRowsSac(build_model(), learner_config(WORLD * BATCH, max_grad_norm), NAMES)
+    cfg = learner_config(WORLD * BATCH, max_grad_norm, gradients)
+    learner = FixedRowsSac(build_model(), cfg, NAMES)
     return run(learner)

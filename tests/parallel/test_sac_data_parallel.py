@@ -22,14 +22,23 @@ from torchrun_launch import HERE, finish, torchrun
 pytestmark = pytest.mark.timeout(300)
 
 
+COMBINATIONS = ["sum", "pcgrad"]
+
+
 @pytest.fixture(scope="module")
-def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def all_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     out = tmp_path_factory.mktemp("sac_ranks")
-    proc = torchrun(
-        ["--standalone", f"--nproc-per-node={WORLD}"], out, [], worker=HERE / "sac_dist_worker.py"
-    )
-    finish(proc, timeout=240)
-    return [torch.load(out / f"sac_rank{r}.pt", weights_only=False) for r in range(WORLD)]
+    args = ["--standalone", f"--nproc-per-node={WORLD}"]
+    finish(torchrun(args, out, COMBINATIONS, worker=HERE / "sac_dist_worker.py"), timeout=240)
+    return {
+        g: [torch.load(out / f"sac_{g}_rank{r}.pt", weights_only=False) for r in range(WORLD)]
+        for g in COMBINATIONS
+    }
+
+
+@pytest.fixture(scope="module")
+def ranks(all_ranks: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return all_ranks["sum"]
 
 
 def _tensors(result: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -84,3 +93,20 @@ def test_replicas_stay_identical_and_a_resumed_replica_continues_exactly(ranks) 
     for r in ranks:
         for name, value in _tensors(r["continued"]).items():
             assert torch.equal(_tensors(r["resumed"])[name], value), name
+
+
+def test_replicas_combining_the_tasks_gradients_match_one_process(all_ranks) -> None:
+    """PCGrad on the policy's and the critics' torsos: every replica's per-task gradients are
+    averaged before the combination, as one process's over the union of the rows."""
+    reference = run_single_process(gradients="pcgrad")
+    expected = _tensors(reference)
+    plain = _tensors(run_single_process())
+    assert any(
+        not torch.allclose(plain[k], v, atol=1e-6) for k, v in expected.items() if "torso" in k
+    )
+    for r, result in enumerate(all_ranks["pcgrad"]):
+        got = _tensors(result)
+        for name, value in expected.items():
+            torch.testing.assert_close(
+                got[name], value, rtol=1e-4, atol=1e-5, msg=f"rank {r} {name}"
+            )

@@ -42,28 +42,18 @@ from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
 from mtrl.algorithms.sac.networks import CriticInput, TwinCritic, install_policy_heads
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
+from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
 from mtrl.config import LearnerConfig
 from mtrl.config.sac import SacConfig
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import DiagGaussian
+from mtrl.learner.gradient_combination import combine
 from mtrl.learner.model import MultiTaskModel, Obs
 from mtrl.learner.optim import param_groups
+from mtrl.learner.task_gradients import set_flat_gradients, task_gradients
 from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, UniformSampler
 
-__all__ = ["REFILL_NOTE", "SacLearner", "replay_nbytes"]
-
-REFILL_NOTE = (
-    "replay not in the checkpoint: refilling (each task trains again once its replay holds "
-    "learner.sac.learning_starts transitions; checkpoint.replay: true keeps it)"
-)
-"""What a run resumed from a checkpoint without replay contents says, once."""
-
-
-def replay_nbytes(cfg: LearnerConfig, task: Any) -> int:
-    """Bytes one task's replay takes (``task`` has ``observation_space``/``action_space``)."""
-    return TransitionStorage.nbytes(
-        cfg.sac.replay_capacity, cfg.unroll_length, task.observation_space, task.action_space
-    )
+__all__ = ["REFILL_NOTE", "SacLearner"]
 
 
 def _target_entropy(space: spaces.Space, sac: SacConfig) -> float:
@@ -124,6 +114,13 @@ class SacLearner:
         self.target_params = list(self.target.parameters())
         self.actor_params = [p for g in groups for p in g["params"]]
         self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, fused=True)
+        # learner.multitask.gradients: the parameters every task's loss reaches, per optimiser.
+        self.combining = cfg.multitask.gradients != "sum"
+        critic_torsos = [*self.critic.q1.torso.parameters(), *self.critic.q2.torso.parameters()]
+        self.shared_of = {
+            id(self.actor_opt): model.shared_parameters(),
+            id(self.critic_opt): [p for p in critic_torsos if p.requires_grad],
+        }
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, fused=True)
         self.replays = [self._replay(i) for i in range(k)]
         self._keys = [group_key(t.action_space) for t in self.spaces]
@@ -305,8 +302,10 @@ class SacLearner:
         q2s = [self._taken(g, q) for g, q in zip(groups, q2s, strict=True)]
         y = torch.cat(targets)
         q1, q2 = torch.cat(q1s), torch.cat(q2s)
-        critic_loss = losses.critic_loss(q1, q2, y, torch.cat([g.weights for g in groups])).mean()
-        self._step(self.critic_opt, critic_loss, self.critic_params)
+        rows = torch.cat([g.rows for g in groups])
+        per_row = losses.critic_loss(q1, q2, y, torch.cat([g.weights for g in groups]))
+        critic_loss = per_row.mean()
+        self._step(self.critic_opt, critic_loss, self.critic_params, self._by_task(per_row, rows))
         td = (0.5 * ((q1 - y).abs() + (q2 - y).abs())).detach()
         # Policy, through frozen critics.
         _requires_grad(self.critic_params, False)
@@ -317,10 +316,10 @@ class SacLearner:
         for g, (_, _, aux), q1g, q2g in zip(groups, now, pq1, pq2, strict=True):
             loss = losses.continuous_actor_loss if g.box else losses.discrete_actor_loss
             actor_terms.append(loss(aux, q1g, q2g, alpha[g.rows]))
-        actor_loss = torch.cat(actor_terms).mean()
-        self._step(self.actor_opt, actor_loss, self.actor_params)
+        per_row = torch.cat(actor_terms)
+        actor_loss = per_row.mean()
+        self._step(self.actor_opt, actor_loss, self.actor_params, self._by_task(per_row, rows))
         # Temperatures: each task's own, from its mean entropy in this batch.
-        rows = torch.cat([g.rows for g in groups])
         entropy = torch.cat([n[1] for n in now]).detach()
         k = len(self.task_names)
         local = torch.zeros(k, device=self.device).index_add_(0, rows, torch.ones_like(entropy))
@@ -350,19 +349,38 @@ class SacLearner:
             return q
         return q.gather(-1, g.actions.long().unsqueeze(-1)).squeeze(-1)
 
+    def _by_task(self, per_row: torch.Tensor, rows: torch.Tensor) -> dict[int, torch.Tensor]:
+        """Each present task's part of the mean of ``per_row`` (empty unless the tasks'
+        gradients are combined: ``learner.multitask.gradients``)."""
+        if not self.combining:
+            return {}
+        parts = torch.zeros(len(self.task_names), device=self.device, dtype=per_row.dtype)
+        parts = parts.index_add(0, rows, per_row) / per_row.numel()
+        return {int(k): parts[k] for k in rows.unique().tolist()}
+
     def _step(
         self,
         opt: torch.optim.Optimizer,
         loss: torch.Tensor,
         params: Sequence[torch.Tensor],
+        task_losses: dict[int, torch.Tensor] | None = None,
         reduce: bool = True,
     ) -> None:
         """One optimiser step on ``loss`` (``reduce``: its gradients are this process's
-        share of the batch's, to be combined with the other replicas')."""
+        share of the batch's, to be combined with the other replicas'). With
+        ``task_losses`` (``loss``'s parts per task), the shared parameters among ``params``
+        step along the combination of the tasks' gradients instead."""
         opt.zero_grad(set_to_none=True)
+        shared = self.shared_of[id(opt)] if task_losses else []
+        grads = task_gradients(task_losses, shared, len(self.task_names)) if shared else None
         loss.backward()
         if reduce:
             self._reduce_gradients(params)
+        if grads is not None:
+            mt = self.cfg.multitask
+            grads = self._reduce_task_gradients(grads)
+            generator = torch.Generator().manual_seed(self.gradient_steps)
+            set_flat_gradients(shared, combine(mt.gradients, grads, mt.cagrad_c, generator))
         if self.sac.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(params, self.sac.max_grad_norm)
         opt.step()
@@ -377,6 +395,10 @@ class SacLearner:
     def _reduce_gradients(self, params: Sequence[torch.Tensor]) -> None:
         """Make ``params``' gradients the whole batch's (here: already are)."""
 
+    def _reduce_task_gradients(self, grads: torch.Tensor) -> torch.Tensor:
+        """Per-task gradients ``[K, P]`` of the shared parameters, the whole batch's."""
+        return grads
+
     def _batch_mean(self, losses: torch.Tensor) -> torch.Tensor:
         """Loss sums over this update's gradient steps, as the whole batch's (here: are)."""
         return losses
@@ -390,47 +412,14 @@ class SacLearner:
             out[f"learner/{name}/replay_transitions"] = float(self.replays[k].sampler.count)
         return out
 
-    # -- checkpoints ----------------------------------------------------------------------------
+    # -- checkpoints (what they hold: mtrl/algorithms/sac/state.py) ------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimisers, temperatures, counters and, with ``checkpoint.replay``, each
         task's replay (tensors sharing the replay's memory: save before the next update)."""
-        state: dict[str, Any] = {
-            "model": self.model.state_dict(),
-            "critic": self.critic.state_dict(),
-            "target_critic": self.target.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "actor_optimizer": self.actor_opt.state_dict(),
-            "critic_optimizer": self.critic_opt.state_dict(),
-            "alpha_optimizer": self.alpha_opt.state_dict(),
-            "version": self.version,
-            "gradient_steps": self.gradient_steps,
-            "carry": self.ratio.carry,
-            "mix": torch.from_numpy(self.mix.weighted.copy()),
-            "rng": self.rng.bit_generator.state,
-        }
-        if self.sac.checkpoint_replay:
-            state["replay"] = [r.state_dict() for r in self.replays]
-        return state
+        return capture(self)
 
     def load_state_dict(self, state: dict[str, Any], quiet: bool = False) -> None:
         """Continue from :meth:`state_dict`; without replay contents, say so (unless
         ``quiet``) and refill."""
-        self.model.load_state_dict(state["model"])
-        self.critic.load_state_dict(state["critic"])
-        self.target.load_state_dict(state["target_critic"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        self.actor_opt.load_state_dict(state["actor_optimizer"])
-        self.critic_opt.load_state_dict(state["critic_optimizer"])
-        self.alpha_opt.load_state_dict(state["alpha_optimizer"])
-        self.version = int(state["version"])
-        self.gradient_steps = int(state["gradient_steps"])
-        self.ratio.carry = float(state["carry"])
-        self.mix.weighted[:] = state["mix"].numpy()
-        self.rng.bit_generator.state = state["rng"]
-        if "replay" in state:
-            for replay, saved in zip(self.replays, state["replay"], strict=True):
-                replay.load_state_dict(saved)
-        elif not quiet:
-            print(REFILL_NOTE, flush=True)
+        restore(self, state, quiet)

@@ -11,7 +11,9 @@ batches:
    holds for the whole job; no replica steps until every one has a ready task;
 2. **each gradient**: the critic and policy gradients are averaged over replicas (one flat
    all-reduce each) before the clip and the optimiser step, so with every replica drawing
-   ``batch_size`` rows the step is that of the ``N x batch_size`` mean loss;
+   ``batch_size`` rows the step is that of the ``N x batch_size`` mean loss; with
+   ``learner.multitask.gradients`` combining the tasks' gradients, the per-task gradients of
+   the shared torsos are averaged too, before the combination;
 3. **each temperature**: per task, sample counts and entropy sums are summed over replicas,
    so a task's temperature follows its mean entropy over the whole batch;
 4. **the logged losses**: averaged over replicas once per update. The per-task diagnostics
@@ -99,6 +101,10 @@ class DataParallelSacLearner(SacLearner):
             for p in grads:
                 if p.grad is not None:
                     p.grad.div_(self.world)
+
+    def _reduce_task_gradients(self, grads: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(grads)
+        return grads.div_(self.world)
 
     def _batch_mean(self, losses: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(losses)
