@@ -70,6 +70,21 @@ class _TaskPart:
     sums: LossSums | None = None
 
 
+def _per_task(
+    module: nn.Module, tasks: Sequence[int], xs: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
+    """``module`` of each ``xs[i]``, one call per task over its rows (in ``xs``' order)."""
+    members: dict[int, list[int]] = {}
+    for i, task in enumerate(tasks):
+        members.setdefault(task, []).append(i)
+    out: list[torch.Tensor] = [xs[0]] * len(xs)
+    for idx in members.values():
+        ys = module(torch.cat([xs[i] for i in idx])).split([xs[i].shape[0] for i in idx])
+        for i, y in zip(idx, ys, strict=True):
+            out[i] = y
+    return out
+
+
 def _core_state(batch: TaskBatch, size: int) -> torch.Tensor:
     """The batch's initial core states ``[N, size]``; a clear error where it has none."""
     state = batch.core_state
@@ -148,7 +163,8 @@ class ImpalaLearner:
         output over time, with a recurrent core).
 
         One call is faster than one per batch, and a sharded (FSDP) torso needs every replica
-        to call it exactly once per update, even a replica with no batches. Returns the
+        to call it exactly once per update, even a replica with no batches (when the tasks'
+        gradients are combined, one call per task instead: FSDP is then refused). Returns the
         concatenated features too, so the loss can keep an empty replica in the torso's graph.
         """
         model = self.model
@@ -156,8 +172,13 @@ class ImpalaLearner:
         flat = [f.reshape(-1, f.shape[-1]) for f in feats]
         if not flat:
             flat = [torch.zeros(0, self.cfg.model.encoder_dim, device=self.device)]
-        h_all = model.torso(torch.cat(flat))
-        hs = h_all.split([f.shape[0] for f in flat])[: len(feats)]
+        if self.shared.combining and feats:
+            # One torso call per task: each task's backward then runs over its own rows only.
+            hs = _per_task(model.torso, [b.task for b in batches], flat)
+            h_all = torch.cat(hs)
+        else:
+            h_all = model.torso(torch.cat(flat))
+            hs = list(h_all.split([f.shape[0] for f in flat])[: len(feats)])
         hs = [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]
         if model.recurrent:
             hs = model.run_cores(
@@ -184,14 +205,17 @@ class ImpalaLearner:
         sums, counts = self._loss_sums(parts)
         total = self._global_count(sum(counts))
         own = self._task_losses(parts, total)
-        grads = self.shared.per_task(own) if self.shared.combining else None
-        measure = grads is None and self.shared.shares_due(self.version, self.distributed)
-        shares = self.shared.shares(own) if measure else None
-        loss_ = loss(sums, total, cfg.value_coef, self.bonus.unit)
-        if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
-            loss_ = loss_ + 0.0 * h_all.sum()
         self.optimizer.zero_grad(set_to_none=True)
-        loss_.backward()
+        grads, shares = None, None
+        if self.shared.combining:  # each task's backward alone; the shared part combined below
+            grads = self.shared.backward(own)
+        else:
+            if self.shared.shares_due(self.version, self.distributed):
+                shares = self.shared.shares(own)
+            loss_ = loss(sums, total, cfg.value_coef, self.bonus.unit)
+            if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
+                loss_ = loss_ + 0.0 * h_all.sum()
+            loss_.backward()
         self._reduce_gradients()
         if grads is not None:
             shares = self.shared.apply(self._reduce_task_gradients(grads), self.version)

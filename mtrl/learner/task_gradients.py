@@ -52,6 +52,9 @@ class SharedGradients:
         self.combining = cfg.multitask.gradients != "sum"
         """Whether every update replaces the shared gradients by a combination."""
         self.params = model.shared_parameters() if self.combining else []
+        shared = {id(p) for p in self.params}
+        self.own = [p for p in model.parameters() if p.requires_grad and id(p) not in shared]
+        """The other trainable parameters: each reached by one task's loss (or by its row)."""
         self.torso = [q for q in model.torso.parameters() if q.requires_grad]
 
     def _due(self, version: int) -> bool:
@@ -73,10 +76,26 @@ class SharedGradients:
             out[k] = share
         return out
 
-    def per_task(self, task_losses: Mapping[int, torch.Tensor]) -> torch.Tensor:
-        """``[K, P]``: each task's gradient of the shared parameters (before the backward,
-        whose graph they share)."""
-        return task_gradients(task_losses, self.params, self.num_tasks)
+    def backward(self, task_losses: Mapping[int, torch.Tensor]) -> torch.Tensor:
+        """The backward pass task by task, in place of the loss's: every other parameter's
+        gradient is the sum of the tasks' (as the loss's backward would give it), and the
+        shared parameters' per-task gradients come back as ``[K, P]`` (their ``.grad`` left
+        unset for :meth:`apply`). With one torso call per task, each task's pass runs over its
+        own rows only: the whole costs about one backward."""
+        sizes = [p.numel() for p in self.params]
+        device = self.params[0].device
+        out = torch.zeros(self.num_tasks, sum(sizes), dtype=torch.float32, device=device)
+        n = len(self.params)
+        params = [*self.params, *self.own]
+        for k, loss in task_losses.items():
+            grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+            for g, piece in zip(grads[:n], out[k].split(sizes), strict=True):
+                if g is not None:
+                    piece.copy_(g.reshape(-1))
+            for p, g in zip(self.own, grads[n:], strict=True):
+                if g is not None:
+                    p.grad = g if p.grad is None else p.grad + g
+        return out
 
     def apply(self, grads: torch.Tensor, version: int) -> list[float] | None:
         """Make the combination of ``grads`` (every replica's, summed) the shared parameters'
