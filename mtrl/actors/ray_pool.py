@@ -70,6 +70,11 @@ from mtrl.errors import UserError
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 
+#: How long newly started actors of pinned tasks (custom resources) may take to get their nodes
+#: before unconstrained actors started with them are created (which could take the room there).
+PINNED_FIRST_S = 60.0
+
+
 @dataclass
 class _Actor:
     """The pool's view of one remote actor."""
@@ -223,13 +228,29 @@ class RayPool:
         """Start or stop actors so that task ``i`` has ``counts[i]`` of them (pending restarts
         count as actors; quarantined tasks get none)."""
         # Tasks pinned by custom resources first: their nodes fill with their own actors
-        # before the unconstrained ones (which can go anywhere) take the room.
+        # before the unconstrained ones (which can go anywhere) take the room. Ray places
+        # actors asynchronously, so the unconstrained wait until the pinned just started have
+        # their nodes (up to PINNED_FIRST_S): on a busy machine Ray otherwise placed an
+        # unconstrained actor on a pinned task's node first, and that task's last actor found
+        # no room anywhere for the rest of the run.
         pinned = [i for i, p in enumerate(self.placements) if p.resources]
+        started_pinned: list[int] = []
         for task, start, stop in actor_changes(self.actors_per_task(), counts, self.book, pinned):
+            if start and task not in pinned and started_pinned:
+                self._await_placed(started_pinned, PINNED_FIRST_S)
+                started_pinned = []
             for _ in range(start):
-                self.start_actor(task)
+                actor_id = self.start_actor(task)
+                if task in pinned:
+                    started_pinned.append(actor_id)
             for actor_id in self.actor_ids(task)[::-1][:stop]:
                 self.stop_actor(actor_id)
+
+    def _await_placed(self, actor_ids: list[int], timeout_s: float) -> None:
+        """Wait until Ray has given each of ``actor_ids`` a node, or ``timeout_s``."""
+        refs = [self._actors[i].node_ref for i in actor_ids if i in self._actors]
+        if refs:
+            self._ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
 
     # -- the trainer's loop -------------------------------------------------------------------
     def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
