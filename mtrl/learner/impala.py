@@ -46,9 +46,9 @@ from mtrl.learner.device import Accelerator
 from mtrl.learner.diagnostic_window import DiagnosticWindow
 from mtrl.learner.distributions import DiagGaussian, PolicyDist
 from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
+from mtrl.learner.features import embed_batches
 from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
 from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
-from mtrl.learner.recurrent import sequence_resets
 from mtrl.learner.task_gradients import SharedGradients
 from mtrl.learner.vtrace import VTraceReturns, vtrace
 
@@ -68,34 +68,6 @@ class _TaskPart:
     vt: VTraceReturns
     inputs: LossInputs | None = None
     sums: LossSums | None = None
-
-
-def _per_task(
-    module: nn.Module, tasks: Sequence[int], xs: Sequence[torch.Tensor]
-) -> list[torch.Tensor]:
-    """``module`` of each ``xs[i]``, one call per task over its rows (in ``xs``' order)."""
-    members: dict[int, list[int]] = {}
-    for i, task in enumerate(tasks):
-        members.setdefault(task, []).append(i)
-    out: list[torch.Tensor] = [xs[0]] * len(xs)
-    for idx in members.values():
-        ys = module(torch.cat([xs[i] for i in idx])).split([xs[i].shape[0] for i in idx])
-        for i, y in zip(idx, ys, strict=True):
-            out[i] = y
-    return out
-
-
-def _core_state(batch: TaskBatch, size: int) -> torch.Tensor:
-    """The batch's initial core states ``[N, size]``; a clear error where it has none."""
-    state = batch.core_state
-    if state is None or tuple(state.shape) != (batch.valid.shape[1], size):
-        got = "none" if state is None else f"shape {tuple(state.shape)}"
-        raise ValueError(
-            f"a batch of task {batch.task} has core_state {got}, but the model's recurrent core "
-            f"needs [{batch.valid.shape[1]}, {size}]: unrolls of a recurrent model carry each "
-            "env copy's state at their start (unroll_fields(..., state_size=...))"
-        )
-    return state
 
 
 class ImpalaLearner:
@@ -159,35 +131,10 @@ class ImpalaLearner:
         return self.mu.float(), self.sigma.float()
 
     def _embed(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Features of every batch, ``[T+1, N, H]`` each, from ONE torso call (and the core's
-        output over time, with a recurrent core).
-
-        One call is faster than one per batch, and a sharded (FSDP) torso needs every replica
-        to call it exactly once per update, even a replica with no batches (when the tasks'
-        gradients are combined, one call per task instead: FSDP is then refused). Returns the
-        concatenated features too, so the loss can keep an empty replica in the torso's graph.
-        """
-        model = self.model
-        feats = [model.encoders[b.task](b.obs) for b in batches]
-        flat = [f.reshape(-1, f.shape[-1]) for f in feats]
-        if not flat:
-            flat = [torch.zeros(0, self.cfg.model.encoder_dim, device=self.device)]
-        if self.shared.combining and feats:
-            # One torso call per task: each task's backward then runs over its own rows only.
-            hs = _per_task(model.torso, [b.task for b in batches], flat)
-            h_all = torch.cat(hs)
-        else:
-            h_all = model.torso(torch.cat(flat))
-            hs = list(h_all.split([f.shape[0] for f in flat])[: len(feats)])
-        hs = [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]
-        if model.recurrent:
-            hs = model.run_cores(
-                [b.task for b in batches],
-                hs,
-                [_core_state(b, model.state_size) for b in batches],
-                [sequence_resets(b.valid) for b in batches],
-            )
-        return h_all, hs
+        """Features of every batch (:func:`mtrl.learner.features.embed_batches`; one torso
+        call per task when the tasks' gradients are combined)."""
+        per_task, dim = self.shared.combining, self.cfg.model.encoder_dim
+        return embed_batches(self.model, batches, per_task, dim, self.device)
 
     def set_progress(self, progress: float) -> None:
         """Tell the learner how far the run is (env steps / total): sets the step size."""
