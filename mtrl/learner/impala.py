@@ -5,7 +5,8 @@ tasks (the built-in ``learner.algorithm: impala``; the protocol every rule meets
 Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 
 1. every task's unrolls go through its encoder; the features of all tasks go through the
-   shared torso in one call (``_embed``), then, with a recurrent core, through the core over
+   shared torso in one call (:mod:`mtrl.learner.features`; one per task when the tasks'
+   gradients are combined), then, with a recurrent core, through the core over
    time from each unroll's initial state, reset where episodes start
    (:meth:`MultiTaskModel.run_cores <mtrl.learner.model.MultiTaskModel.run_cores>`);
 2. V-trace targets from the unnormalised values ``σ·n + μ`` under the *old* statistics;
@@ -20,14 +21,17 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
    :mod:`mtrl.learner.entropy_floor`) — is
    averaged over genuine (non-reset) steps (the math: :mod:`mtrl.learner.impala_loss`, a pure
    function of each block's tensors; the diagnostics are read from its inputs after the
-   step); one optimiser step with global gradient-norm clipping.
+   step); its backward — task by task when ``learner.multitask.gradients`` combines the
+   tasks' gradients of the shared torso (:mod:`mtrl.learner.task_gradients`) — and one
+   optimiser step with global gradient-norm clipping.
 
 With PopArt disabled, μ = 0 and σ = 1 throughout and step 3 is skipped.
 
 The parallel learners (:mod:`mtrl.learner.distributed`, :mod:`mtrl.learner.sharding`) reuse
 this update and override only its hooks: :meth:`ImpalaLearner.reduce_moment_sums`,
 :meth:`ImpalaLearner._global_count`, :meth:`ImpalaLearner._reduce_gradients`,
-:meth:`ImpalaLearner._clip_gradients` and :meth:`ImpalaLearner._reduce_metric_sums`.
+:meth:`ImpalaLearner._reduce_task_gradients`, :meth:`ImpalaLearner._clip_gradients` and
+:meth:`ImpalaLearner._reduce_metric_sums`.
 """
 
 from __future__ import annotations
