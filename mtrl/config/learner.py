@@ -24,7 +24,7 @@ from mtrl.config.base import ConfigModel
 from mtrl.config.choices import require_registered
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
 from mtrl.config.impala_replay import ImpalaReplayConfig
-from mtrl.config.multitask import MultitaskConfig
+from mtrl.config.multitask import MultitaskConfig, TorsoMixtureConfig
 from mtrl.config.sac import SacConfig
 
 
@@ -86,6 +86,11 @@ class ModelConfig(ConfigModel):
     per update, too slow to narrow the policy in an IMPALA run (InvertedPendulum's training
     return stayed under its target in 10 of 10 quickstart runs); 10 lets it narrow within a
     run (docs/BENCHMARKS.md, "The log-std step")."""
+    torso_mixture: TorsoMixtureConfig | None = None
+    """A task-conditioned torso: expert MLPs of the ``torso`` widths, mixed per task through a
+    learned task embedding (``{kind: moe | moore, experts: 4, task_embedding: 32}``,
+    mtrl/config/multitask.py); none (the default): one MLP shared whole. SAC's critics keep
+    plain MLP torsos."""
     core: Annotated[
         CoreConfig | None,
         BeforeValidator(core_or_none, json_schema_input_type=CoreConfig | CoreShorthand | None),

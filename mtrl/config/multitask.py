@@ -32,3 +32,20 @@ class MultitaskConfig(ConfigModel):
     """CAGrad's ``c``: how far (relative to the mean gradient's norm) the update may leave the
     mean to help the worst-off task; 0 is the plain mean. The paper's Meta-World MT10 value
     is 0.4 (its multi-task supervised settings use 0.4–0.5)."""
+
+
+class TorsoMixtureConfig(ConfigModel):
+    """A task-conditioned torso (``learner.model.torso_mixture``): several expert MLPs (each of
+    ``learner.model.torso``'s widths) mixed per task through a learned task embedding, instead of
+    one MLP that every task shares whole."""
+
+    kind: Literal["moe", "moore"] = "moe"
+    """``moe``: the experts' outputs weighted by a softmax gate of the task's embedding (a
+    mixture of experts conditioned on the task, as in CARE, Sodhani et al. 2021). ``moore``:
+    the experts' outputs made orthonormal per input (Gram–Schmidt, as a QR factorisation),
+    combined by weights from the task's embedding, then ``tanh`` (mixture of orthogonal
+    experts, Hendawy et al. 2024)."""
+    experts: int = Field(default=4, ge=2)
+    """Expert MLPs (``moore`` needs no more than the torso's output width)."""
+    task_embedding: int = Field(default=32, ge=1)
+    """Width of each task's learned embedding (it drives the experts' weights)."""

@@ -9,10 +9,9 @@ torso runs once per task instead, so that each task's backward reaches its own r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
-from torch import nn
 
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.model import MultiTaskModel
@@ -22,15 +21,18 @@ __all__ = ["embed_batches", "per_task_calls"]
 
 
 def per_task_calls(
-    module: nn.Module, tasks: Sequence[int], xs: Sequence[torch.Tensor]
+    f: Callable[[torch.Tensor, int], torch.Tensor],
+    tasks: Sequence[int],
+    xs: Sequence[torch.Tensor],
 ) -> list[torch.Tensor]:
-    """``module`` of each ``xs[i]``, one call per task over its rows (in ``xs``' order)."""
+    """``f(rows, task)`` of each ``xs[i]``, one call per task over its rows (in ``xs``'
+    order)."""
     members: dict[int, list[int]] = {}
     for i, task in enumerate(tasks):
         members.setdefault(task, []).append(i)
     out: list[torch.Tensor] = [xs[0]] * len(xs)
-    for idx in members.values():
-        ys = module(torch.cat([xs[i] for i in idx])).split([xs[i].shape[0] for i in idx])
+    for task, idx in members.items():
+        ys = f(torch.cat([xs[i] for i in idx]), task).split([xs[i].shape[0] for i in idx])
         for i, y in zip(idx, ys, strict=True):
             out[i] = y
     return out
@@ -63,11 +65,17 @@ def embed_batches(
     flat = [f.reshape(-1, f.shape[-1]) for f in feats]
     if not flat:
         flat = [torch.zeros(0, encoder_dim, device=device)]
+    tasks = [b.task for b in batches]
     if per_task and feats:
-        hs = per_task_calls(model.torso, [b.task for b in batches], flat)
+        hs = per_task_calls(model.run_torso, tasks, flat)
         h_all = torch.cat(hs)
     else:
-        h_all = model.torso(torch.cat(flat))
+        x = torch.cat(flat)
+        rows: torch.Tensor | int = 0
+        if model.conditioned and feats:
+            sizes = torch.tensor([f.shape[0] for f in flat], device=device)
+            rows = torch.repeat_interleave(torch.tensor(tasks, device=device), sizes)
+        h_all = model.run_torso(x, rows)
         hs = list(h_all.split([f.shape[0] for f in flat])[: len(feats)])
     hs = [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]
     if model.recurrent:

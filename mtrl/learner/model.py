@@ -39,6 +39,7 @@ from mtrl.config.learner import ModelConfig
 from mtrl.learner.distributions import GaussianHead, PolicyDist, make_policy_head
 from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder, make_mlp
 from mtrl.learner.recurrent import RecurrentCore, state_size
+from mtrl.learner.torsos import MixtureTorso
 
 __all__ = ["MultiTaskModel", "TaskSpaces", "obs_to_tensor"]
 
@@ -108,7 +109,22 @@ class MultiTaskModel(nn.Module):
             heads.append(head)
             masked.append(has_mask)
         self.encoders = nn.ModuleList(encoders)
-        self.torso = make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)
+        mix = cfg.torso_mixture
+        self.torso: nn.Module = (
+            make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)
+            if mix is None
+            else MixtureTorso(
+                cfg.encoder_dim,
+                list(cfg.torso),
+                cfg.activation,
+                len(tasks),
+                mix.kind,
+                mix.experts,
+                mix.task_embedding,
+            )
+        )
+        self.conditioned = mix is not None
+        """Whether the torso takes each row's task (:mod:`mtrl.learner.torsos`)."""
         self.policy_heads = nn.ModuleList(heads)
         self._masked = tuple(masked)
         # Fixed at construction: a task-sharded replica replaces the heads it does not own.
@@ -144,10 +160,19 @@ class MultiTaskModel(nn.Module):
         """Whether the model has a recurrent core (its actors must keep per-env states)."""
         return self.state_size > 0
 
+    def run_torso(self, x: torch.Tensor, tasks: torch.Tensor | int) -> torch.Tensor:
+        """The torso on ``x`` ``[*B, encoder_dim]`` whose rows belong to ``tasks`` (``[*B]``
+        long, or one task for all; only a task-conditioned torso reads it)."""
+        return self.torso(x, tasks) if self.conditioned else self.torso(x)
+
     def shared_parameters(self) -> list[nn.Parameter]:
         """Parameters every task's loss reaches: the torso's and a shared recurrent core's
-        (the value head's rows are per task; encoders, heads and per-task cores are owned)."""
-        shared = list(self.torso.parameters())
+        (the value head's rows are per task; encoders, heads, per-task cores and a
+        conditioned torso's task embeddings are owned)."""
+        owned = (
+            {id(p) for p in self.torso.task_embedding.parameters()} if self.conditioned else set()
+        )
+        shared = [p for p in self.torso.parameters() if id(p) not in owned]
         if self.core is not None:
             shared += list(self.core.parameters())
         return [p for p in shared if p.requires_grad]
@@ -160,7 +185,7 @@ class MultiTaskModel(nn.Module):
     def features(self, task: int, obs: Obs) -> torch.Tensor:
         """Torso output ``[*B, D]`` (the core's input; the heads' input without a core)."""
         task = self._check_task(task)
-        return self.torso(self.encoders[task](obs))
+        return self.run_torso(self.encoders[task](obs), task)
 
     def embed(self, task: int, obs: Obs) -> torch.Tensor:
         """Features ``h [*B, H]`` of a feed-forward model; value = ``h @ value_weight[task] +
@@ -180,7 +205,14 @@ class MultiTaskModel(nn.Module):
         if self.recurrent:
             raise ValueError("embed_many runs feed-forward models; a recurrent core needs states")
         parts = [self.encoders[self._check_task(k)](o) for k, o in zip(tasks, obs, strict=True)]
-        return self.torso(torch.cat(parts))
+        x = torch.cat(parts)
+        if not self.conditioned:
+            return self.torso(x)
+        ids = torch.tensor(list(tasks), device=x.device)
+        rows = torch.repeat_interleave(
+            ids, torch.tensor([p.shape[0] for p in parts], device=x.device)
+        )
+        return self.torso(x, rows)
 
     def initial_state(
         self, num_envs: int, device: torch.device | str | None = None

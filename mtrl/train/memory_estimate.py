@@ -228,7 +228,9 @@ def estimate(cfg: ExperimentConfig, sizes: Sequence[TaskSizes], on_device: bool)
         )
     mc = lc.model
     hidden = mc.core.hidden if mc.core else mc.torso[-1] if mc.torso else mc.encoder_dim
-    params = sum(s.params for s in sizes) + mlp_params(mc.encoder_dim, mc.torso) + core_params
+    experts = mc.torso_mixture.experts if mc.torso_mixture is not None else 1
+    torso = experts * mlp_params(mc.encoder_dim, mc.torso)
+    params = sum(s.params for s in sizes) + torso + core_params
     params += len(tasks) * (hidden + 1)  # the stacked value head
     model = model_state_bytes(params, lc.optimizer, mode != "serial")
     widths = (Blame(("learner", "model", "torso"), mc.torso),)

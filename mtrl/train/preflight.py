@@ -60,7 +60,8 @@ def bound_sizes(cfg: ExperimentConfig) -> list[TaskSizes]:
     """The smallest sizes any space could have: a one-byte observation, a float32 action, no
     encoder or head parameters, the torso's activations only (and a replay of such)."""
     mc = cfg.learner.model
-    row = torso_row_bytes(mc.encoder_dim, mc.torso)
+    experts = mc.torso_mixture.experts if mc.torso_mixture is not None else 1
+    row = experts * torso_row_bytes(mc.encoder_dim, mc.torso)
     smallest = replay_bytes(cfg, _SMALLEST_OBS, _SMALLEST_ACTION)
     return [TaskSizes(1, 4, 0, row, smallest) for _ in cfg.tasks]
 
@@ -74,7 +75,8 @@ def task_sizes(
     from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
     mc = cfg.learner.model
-    low = float(torso_row_bytes(mc.encoder_dim, mc.torso))
+    experts = mc.torso_mixture.experts if mc.torso_mixture is not None else 1
+    low = float(experts * torso_row_bytes(mc.encoder_dim, mc.torso))
     smallest = replay_bytes(cfg, _SMALLEST_OBS, _SMALLEST_ACTION)
     out = []
     for obs_space, act_space in task_spaces:

@@ -4,7 +4,8 @@ Imported by the tests (the single-process reference) and by ``dist_worker.py`` (
 under torchrun), so both sides build the same model and the same batches from seeds. A mode
 ``recurrent-<model_parallel>`` runs the same problem with the recurrent core of
 :data:`RECURRENT` (its batches then carry random initial core states); a ``pcgrad-`` or
-``cagrad-`` prefix combines the tasks' torso gradients that way (``learner.multitask``).
+``cagrad-`` prefix combines the tasks' torso gradients that way (``learner.multitask``), a
+``moe-`` or ``moore-`` prefix makes the torso task-conditioned (``learner.model.torso_mixture``).
 """
 
 from __future__ import annotations
@@ -73,24 +74,31 @@ RECURRENT: dict[str, dict[str, Any]] = {
 
 #: Mode prefixes naming a ``learner.multitask.gradients`` combination (default: ``sum``).
 COMBINATIONS = ("pcgrad", "cagrad")
+#: Mode prefixes naming a task-conditioned torso (``learner.model.torso_mixture.kind``).
+MIXTURES = ("moe", "moore")
 
 
-def scenario(mode: str) -> tuple[str, dict[str, Any] | None, str]:
-    """``(model_parallel, core config or None, gradient combination)`` of a mode name:
-    ``[pcgrad-|cagrad-][recurrent-]<model_parallel>``."""
-    gradients = "sum"
+def scenario(mode: str) -> tuple[str, dict[str, Any] | None, str, str | None]:
+    """``(model_parallel, core config or None, gradient combination, torso mixture or None)``
+    of a mode name: ``[moe-|moore-][pcgrad-|cagrad-][recurrent-]<model_parallel>``."""
+    gradients, mixture = "sum", None
+    for kind in MIXTURES:
+        if mode.startswith(f"{kind}-"):
+            mixture, mode = kind, mode.removeprefix(f"{kind}-")
     for how in COMBINATIONS:
         if mode.startswith(f"{how}-"):
             gradients, mode = how, mode.removeprefix(f"{how}-")
     if mode.startswith("recurrent-"):
         parallel = mode.removeprefix("recurrent-")
-        return parallel, RECURRENT[parallel], gradients
-    return mode, None, gradients
+        return parallel, RECURRENT[parallel], gradients, mixture
+    return mode, None, gradients, mixture
 
 
 def learner_config(mode: str = "none") -> LearnerConfig:
-    parallel, core, gradients = scenario(mode)
+    parallel, core, gradients, mixture = scenario(mode)
     model = {**CFG["model"], "core": core}
+    if mixture is not None:
+        model["torso_mixture"] = {"kind": mixture, "experts": 3}
     return LearnerConfig.model_validate(
         {
             **CFG,

@@ -1,6 +1,8 @@
 """With the tasks' torso gradients combined (``learner.multitask.gradients``: PCGrad, CAGrad),
 N learner ranks still take one process's update: every rank's per-task gradients of the shared
 parameters are summed over ranks before the combination, which every rank then computes alike.
+So do task-conditioned torsos (``learner.model.torso_mixture``), sharded by task (MOORE, with
+PCGrad) and by FSDP (MoE).
 
 The problem of ``test_equivalence.py`` (four tasks, batches split by whole blocks and by env
 columns, a task absent, a rank idle): PCGrad in data parallel (also through a shared LSTM,
@@ -22,7 +24,13 @@ from parallel_scenarios import (
 )
 from torchrun_launch import finish, torchrun
 
-MODES = ["pcgrad-none", "pcgrad-recurrent-none", "cagrad-task_sharded"]
+MODES = [
+    "pcgrad-none",
+    "pcgrad-recurrent-none",
+    "cagrad-task_sharded",
+    "moore-pcgrad-task_sharded",
+    "moe-fsdp",
+]
 
 pytestmark = pytest.mark.timeout(240)
 
