@@ -36,7 +36,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$key" ]; then
   pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
   # torch and torch_xla in one resolve, with mtrl's runtime and test deps, so nothing moves torch.
   if ! "${pip[@]}" "$torch_req" "$xla_req" numpy "gymnasium[classic-control]>=1.0" \
-      "pluggy>=1.5" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13" "pytest>=8" "pytest-timeout>=2" \
+      "pluggy>=1.5" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13" "scipy>=1.10" "pytest>=8" \
+      "pytest-timeout>=2" \
       >> "$log" 2>&1; then
     skip "pip could not install $torch_req $xla_req (see $log): $(grep -v '^WARNING' "$log" | tail -n 3 | tr '\n' ' ')"
   fi
