@@ -2,6 +2,10 @@
 
     .venv/bin/python benchmarks/multitask_vs_single.py
     # writes docs/results/multitask_vs_single.json
+    .venv/bin/python benchmarks/multitask_vs_single.py --arms sum,pcgrad,cagrad,moe,moore \
+        --seeds 0,1,2,3,4
+    # each seed: every arm's joint run and the tasks alone, side by side
+    # (docs/results/multitask_vs_single_arms.json)
 
 The classic suite (classic control + a MinAtar game) is trained once as one multi-task run and
 once per task alone, with the same settings (serial actors, the same model, learning rate,
@@ -97,9 +101,24 @@ class TargetWatch(Trainer):
             self.request_stop()
 
 
-def make_config(tasks: list[tuple[str, float, int]], run_dir: str) -> ExperimentConfig:
-    """The benchmark's config for ``tasks`` (one run), with the shared settings."""
+#: Settings compared in the joint run (``--arms``): how the tasks' torso gradients combine and
+#: what the torso is (docs/ALGORITHMS.md); ``sum`` with the plain MLP is mtrl's default.
+ARMS: dict[str, dict[str, str]] = {
+    "sum": {},
+    "pcgrad": {"gradients": "pcgrad"},
+    "cagrad": {"gradients": "cagrad"},
+    "moe": {"mixture": "moe"},
+    "moore": {"mixture": "moore"},
+}
+
+
+def make_config(
+    tasks: list[tuple[str, float, int]], run_dir: str, arm: str = "sum"
+) -> ExperimentConfig:
+    """The benchmark's config for ``tasks`` (one run), with the shared settings and ``arm``'s."""
     s = SETTINGS
+    kind = ARMS[arm].get("mixture")
+    mixture = f", torso_mixture: {{kind: {kind}}}" if kind else ""
     lines = [
         f"name: mvs\nseed: {s['seed']}\ntotal_env_steps: {sum(c for _, _, c in tasks)}",
         "tasks:",
@@ -118,7 +137,8 @@ def make_config(tasks: list[tuple[str, float, int]], run_dir: str) -> Experiment
         f"  learning_rate: {s['learning_rate']}",
         f"  entropy_coef: {s['entropy_coef']}",
         f"  popart: {{beta: {s['popart_beta']}}}",
-        f"  model: {{encoder_dim: {s['encoder_dim']}, torso: {s['torso']}}}",
+        f"  model: {{encoder_dim: {s['encoder_dim']}, torso: {s['torso']}{mixture}}}",
+        f"  multitask: {{gradients: {ARMS[arm].get('gradients', 'sum')}}}",
         f"tracking: {{run_dir: {run_dir}, console: quiet, csv: false, log_every_s: 30,"
         " wandb: {mode: disabled}}",
         "checkpoint: {enabled: false}",
@@ -130,10 +150,12 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def run(tasks: list[tuple[str, float, int]], max_seconds: float, label: str) -> dict[str, Any]:
+def run(
+    tasks: list[tuple[str, float, int]], max_seconds: float, label: str, arm: str = "sum"
+) -> dict[str, Any]:
     """Train ``tasks`` together in one run; per-task first-hit records and the run's totals."""
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = make_config(tasks, tmp)
+        cfg = make_config(tasks, tmp, arm)
         load0 = _load()
         trainer = TargetWatch(
             cfg, [c for _, _, c in tasks], max_seconds, console=False, write_run_dir=False
@@ -194,15 +216,59 @@ def table(joint: dict[str, Any], solo: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def compare_arms(
+    tasks: list[tuple[str, float, int]], arms: list[str], seeds: list[int], max_seconds: float
+) -> dict[str, Any]:
+    """Per seed: every arm's joint run and the tasks alone (plain settings), side by side; per
+    arm, the seeds' wall time to every target (the joint run's last first-hit; None where a task
+    never reached it) against the sum of the solo runs' times to their targets."""
+    per_seed = []
+    for seed in seeds:
+        SETTINGS["seed"] = seed
+        joint = {arm: run(tasks, max_seconds, f"seed {seed} joint {arm}", arm) for arm in arms}
+        solo = {t[0]: run([t], max_seconds, f"seed {seed} alone {t[0]}") for t in tasks}
+        per_seed.append({"seed": seed, "joint": joint, "solo": solo})
+    summary: dict[str, Any] = {}
+    for arm in arms:
+        every, ratio = [], []
+        for entry in per_seed:
+            hits = entry["joint"][arm]["tasks"].values()
+            at = max(h["wall_s"] for h in hits) if all(h["reached"] for h in hits) else None
+            solo_s = [s["tasks"][e] for e, s in entry["solo"].items()]
+            alone = sum(h["wall_s"] for h in solo_s) if all(h["reached"] for h in solo_s) else None
+            every.append(at)
+            ratio.append(at / alone if at is not None and alone else None)
+        summary[arm] = {"time_to_every_target_s": every, "over_solo_sum": ratio}
+        shown = ", ".join(f"{x:.0f}" if x is not None else "—" for x in every)
+        print(f"{arm:>7}: time to every target per seed [{shown}] s", flush=True)
+    return {"per_seed": per_seed, "summary": summary}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max-seconds", type=float, default=400.0, help="wall cap per run")
     ap.add_argument("--seed", type=int, default=SETTINGS["seed"])
     ap.add_argument("--only", nargs="*", help="env ids to keep (default: all of TASKS)")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument(
+        "--arms",
+        help=f"compare joint-run settings side by side, e.g. sum,pcgrad,moore ({', '.join(ARMS)})",
+    )
+    ap.add_argument("--seeds", help="with --arms: comma-separated seeds (default: --seed)")
     args = ap.parse_args()
     SETTINGS["seed"] = args.seed
     tasks = [t for t in TASKS if not args.only or t[0] in args.only]
+    if args.arms:
+        arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+        unknown = [a for a in arms if a not in ARMS]
+        if unknown:
+            raise SystemExit(f"--arms: unknown {unknown}; known: {', '.join(ARMS)}")
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+        payload = {"machine": machine(), "settings": {**SETTINGS, "arms": arms, "seeds": seeds}}
+        payload.update(compare_arms(tasks, arms, seeds, args.max_seconds))
+        if not args.no_write:
+            print(f"wrote {write_result('multitask_vs_single_arms', payload)}")
+        return
     info = machine()
     joint = run(tasks, args.max_seconds, "joint")
     solo = {t[0]: run([t], args.max_seconds, f"alone {t[0]}") for t in tasks}
