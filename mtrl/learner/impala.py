@@ -155,14 +155,13 @@ class ImpalaLearner:
             self._popart_update(parts)
         sums, counts = self._loss_sums(parts)
         total = self._global_count(sum(counts))
-        own = self._task_losses(parts, total)
         self.optimizer.zero_grad(set_to_none=True)
         grads, shares = None, None
         if self.shared.combining:  # each task's backward alone; the shared part combined below
-            grads = self.shared.backward(own)
+            grads = self.shared.backward(self._task_losses(parts, total))
         else:
             if self.shared.shares_due(self.version, self.distributed):
-                shares = self.shared.shares(own)
+                shares = self.shared.shares(self._task_losses(parts, total))
             loss_ = loss(sums, total, cfg.value_coef, self.bonus.unit)
             if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
                 loss_ = loss_ + 0.0 * h_all.sum()
