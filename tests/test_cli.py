@@ -57,6 +57,34 @@ def test_validate_check_envs_catches_bad_env_kwargs(
     assert "colour" in err
 
 
+def test_multi_agent_num_envs_must_be_whole_games_at_validate_and_train(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A multi-agent env's ``num_envs`` counts agent slots: a count that is not whole games is
+    refused in one line naming the field and the nearest counts that work; ``--check-envs``
+    builds the smallest whole game, with the task's kwargs."""
+    pytest.importorskip("mpe2")
+    cfg = tmp_path / "spread.yaml"
+    cfg.write_text(
+        "tasks:\n  - env: pettingzoo/mpe/simple_spread_v3\n    num_envs: 4\n"
+        f"tracking: {{run_dir: {tmp_path / 'runs'}}}\n"
+    )
+    assert main(["validate", str(cfg)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"{cfg}:3: tasks[0].num_envs: pettingzoo/mpe/simple_spread_v3 runs 3 agent slots per "
+        "game: num_envs 4 is not a multiple of 3 (use 3 or 6)"
+    ]
+    res = _run("train", str(cfg))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "tasks[0].num_envs: pettingzoo/mpe/simple_spread_v3 runs 3 agent slots" in res.stderr
+    assert not (tmp_path / "runs").exists()
+    cfg.write_text(
+        "tasks:\n  - env: pettingzoo/mpe/simple_spread_v3\n    num_envs: 6\n"
+        "    env_kwargs: {max_cycles: 10}\n"
+    )
+    assert main(["validate", "--check-envs", str(cfg)]) == 0, capsys.readouterr().err
+
+
 def test_envs_lists_spaces_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["envs", "--plugin", "gymnasium", "--match", "cartpole-v1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

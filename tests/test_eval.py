@@ -17,6 +17,7 @@ from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 from mtrl.train.evaluate import (
     EVAL_SEED_OFFSET,
+    eval_size,
     evaluate,
     evaluate_model,
     load_for_eval,
@@ -124,6 +125,20 @@ def test_eval_envs_are_seeded_apart_from_training(monkeypatch: pytest.MonkeyPatc
     assert [r.episodes for r in results] == [2, 2, 2, 2]
     offset = EVAL_SEED_OFFSET
     assert seeds == [5 + offset, 5 + offset, 9 + offset, 9 + offset]  # greedy, stochastic
+
+
+def test_multi_agent_tasks_are_evaluated_in_whole_games() -> None:
+    """``num_envs`` of a multi-agent env counts agent slots; the eval env holds one slot per
+    episode, rounded up to whole games and capped at the task's own count."""
+    assert [eval_size(e, 6, 3) for e in (1, 3, 4, 10)] == [3, 3, 6, 6]
+    assert [eval_size(e, 16, 1) for e in (1, 10, 20)] == [1, 10, 16]
+    pytest.importorskip("mpe2")
+    spread = "pettingzoo/mpe/simple_spread_v3"
+    cfg = parse_config(f"tasks: [{{env: {spread}, num_envs: 6, env_kwargs: {{max_cycles: 5}}}}]")
+    specs = [get_plugins().envs.get(spread)]
+    model = MultiTaskModel([TaskSpaces(*task_spaces(specs[0], cfg, 0, None))], cfg.learner.model)
+    results = evaluate_model(model, cfg, specs, [0], episodes=4, modes=("greedy",))
+    assert results[0].episodes == 4 and np.isfinite(results[0].mean_return)
 
 
 def test_solved_needs_the_greedy_eval_at_target_when_it_ran() -> None:

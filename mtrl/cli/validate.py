@@ -69,10 +69,14 @@ def _check_commands(cfg: Any, plugins: Any, path: str) -> None:
     """Refuse tasks whose env runs a program that is missing or not executable (an external
     simulation's command), naming the task's line in the config."""
     from mtrl.config.lines import config_location
-    from mtrl.train.task_envs import command_problems
+    from mtrl.train.task_envs import command_problems, num_envs_problems
 
     specs = [plugins.env_spec(t.env) for t in cfg.tasks]
     problems = [
+        f"{config_location(path, ('tasks', i, 'num_envs'))}: tasks[{i}].num_envs: {text}"
+        for i, text in num_envs_problems(cfg, specs)
+    ]
+    problems += [
         f"{config_location(path, ('tasks', i, 'env'))}: tasks[{i}].env: {text}"
         for i, text in command_problems(cfg, specs)
     ]
@@ -90,7 +94,8 @@ def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
     problems = []
     for i, task in enumerate(cfg.tasks):
         try:
-            env = plugins.envs.get(task.env).build(num_envs=1, seed=0, **task.env_kwargs)
+            spec = plugins.envs.get(task.env)
+            env = spec.build(num_envs=spec.num_envs_multiple, seed=0, **task.env_kwargs)
         except Exception as e:
             msg = f"{type(e).__name__}: {e}".splitlines()[0]
             where = config_location(path, ("tasks", i, "env_kwargs"))

@@ -6,7 +6,11 @@ Everything a plugin author needs is importable from here::
 """
 
 from mtrl.errors import PluginUnavailable
-from mtrl.plugins.adapters import GymVectorBatchEnv, batch_env_from_gymnasium
+from mtrl.plugins.adapters import (
+    GymVectorBatchEnv,
+    batch_env_from_gymnasium,
+    batch_env_from_pettingzoo,
+)
 from mtrl.plugins.batch_env import AsyncBatchEnv, BatchEnv, StepBatch
 from mtrl.plugins.hookspecs import hookimpl
 from mtrl.plugins.manager import Plugins, get_plugins, load_plugins, reset_plugins
@@ -30,6 +34,7 @@ __all__ = [
     "Plugins",
     "StepBatch",
     "batch_env_from_gymnasium",
+    "batch_env_from_pettingzoo",
     "get_plugins",
     "hookimpl",
     "load_plugins",

@@ -93,3 +93,19 @@ def batch_env_from_gymnasium(
     """
     vec = SyncVectorEnv([env_fn for _ in range(num_envs)], autoreset_mode=AutoresetMode.NEXT_STEP)
     return GymVectorBatchEnv(vec, seed=seed)
+
+
+def batch_env_from_pettingzoo(
+    env_fn: Callable[[], Any], num_envs: int, seed: int = 0, env_id: str = "pettingzoo"
+) -> BatchEnv:
+    """``num_envs`` agent slots over pettingzoo parallel-API games built by ``env_fn``.
+
+    Slot ``g * n + j`` is agent ``possible_agents[j]`` of game ``g`` (``num_envs`` must be a
+    multiple of the agent count ``n``); all agents must share one observation and one action
+    space. A game ends for all its slots at once: agents pettingzoo marks terminated report
+    ``terminated``, the others ``truncated``; the next step is the game's reset step. Game ``g``
+    first resets with ``seed + g``. ``env_id`` names the env in errors.
+    """
+    from mtrl.plugins.pettingzoo_slots import ParallelSlotsBatchEnv
+
+    return ParallelSlotsBatchEnv(env_fn, num_envs, seed, env_id)

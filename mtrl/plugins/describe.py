@@ -63,6 +63,7 @@ def describe_env(spec: EnvSpec, *, long: bool = False) -> dict[str, Any]:
             random_score=spec.random_score,
             reference_score=spec.reference_score,
             max_episode_steps=spec.max_episode_steps,
+            num_envs_multiple=spec.num_envs_multiple,
         )
     notes = list(dict.fromkeys(_note(w.message) for w in caught))
     if notes:

@@ -37,7 +37,7 @@ def mtrl_register_envs(register: EnvRegistrar) -> None:
     conformance suite ``mtrl.testing.check_env`` verifies it. Keyword arguments of ``env`` give
     the spaces (else found lazily by building one copy) and metadata: ``description``,
     ``stochastic``, ``step_cost_s``, ``random_score``, ``reference_score``,
-    ``max_episode_steps``.
+    ``max_episode_steps``, ``num_envs_multiple``.
 
     Registration must be cheap: import heavy simulators inside ``make``, not at module import,
     because every process (including spawned actor workers) loads every plugin. Raise

@@ -34,6 +34,7 @@ class EnvRegistrar:
         random_score: float | None = None,
         reference_score: float | None = None,
         max_episode_steps: int | None = None,
+        num_envs_multiple: int = 1,
     ) -> None:
         """Register one environment (see :func:`mtrl.plugins.hookspecs.mtrl_register_envs`)."""
         problem = _check(
@@ -45,6 +46,7 @@ class EnvRegistrar:
             random_score,
             reference_score,
             max_episode_steps,
+            num_envs_multiple,
         )
         if problem:
             self.problems.append(f"env {name!r}: {problem}")
@@ -60,6 +62,7 @@ class EnvRegistrar:
                 random_score=random_score,
                 reference_score=reference_score,
                 max_episode_steps=max_episode_steps,
+                num_envs_multiple=num_envs_multiple,
                 _observation_space=observation_space,
                 _action_space=action_space,
             )
@@ -77,6 +80,7 @@ def _check(
     random_score: Any,
     reference_score: Any,
     max_episode_steps: Any,
+    num_envs_multiple: Any,
 ) -> str | None:
     if not isinstance(name, str) or not _NAME.match(name):
         return "name must be a non-empty string of letters, digits, '_', '.', '-' and '/'"
@@ -98,4 +102,6 @@ def _check(
         not isinstance(max_episode_steps, int) or max_episode_steps <= 0
     ):
         return f"max_episode_steps must be a positive int, got {max_episode_steps!r}"
+    if not isinstance(num_envs_multiple, int) or num_envs_multiple < 1:
+        return f"num_envs_multiple must be a positive int, got {num_envs_multiple!r}"
     return None

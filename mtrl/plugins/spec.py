@@ -32,7 +32,9 @@ class EnvSpec:
     Metadata the rest of the system uses: ``stochastic`` (are dynamics random given the seed's
     stream — schedulers treat step time and returns as noisy), ``step_cost_s`` (expected seconds
     per single-env step, if known), ``random_score``/``reference_score`` (for normalised scores:
-    ``(score - random) / (reference - random)``), ``max_episode_steps``.
+    ``(score - random) / (reference - random)``), ``max_episode_steps``, ``num_envs_multiple``
+    (``num_envs`` must be a multiple of it: the agent slots of one multi-agent game, each game
+    filling that many copies; 1 for single-agent envs).
 
     A ``make`` with a ``for_env(id, observation_space, action_space)`` method (an external
     simulation, :class:`~mtrl.plugins.external.ExternalSim`) is replaced by what that returns:
@@ -49,6 +51,7 @@ class EnvSpec:
     random_score: float | None = None
     reference_score: float | None = None
     max_episode_steps: int | None = None
+    num_envs_multiple: int = 1
     _observation_space: gym.Space | None = field(default=None, repr=False)
     _action_space: gym.Space | None = field(default=None, repr=False)
 
@@ -79,7 +82,7 @@ class EnvSpec:
     def _resolve_spaces(self) -> None:
         if self._observation_space is not None and self._action_space is not None:
             return
-        env = self.build(num_envs=1, seed=0)
+        env = self.build(num_envs=self.num_envs_multiple, seed=0)
         try:
             self._observation_space = env.single_observation_space
             self._action_space = env.single_action_space

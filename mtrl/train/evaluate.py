@@ -225,7 +225,9 @@ def evaluate_model(
     numpy batch-env API serves every task, Anakin's tensor-native envs included.
     """
     seeds = {i: cfg.task_seed(i) + EVAL_SEED_OFFSET if seed is None else seed + i for i in chosen}
-    sizes = {i: min(episodes, cfg.tasks[i].num_envs) for i in chosen}
+    sizes = {
+        i: eval_size(episodes, cfg.tasks[i].num_envs, specs[i].num_envs_multiple) for i in chosen
+    }
     action_spaces: list[Any] = [None] * len(cfg.tasks)  # the policy reads only its task's
     results = []
     for i in chosen:
@@ -241,6 +243,12 @@ def evaluate_model(
                 env.close()
             results.append(_result(cfg, specs[i], i, mode, episodes, finished))
     return results
+
+
+def eval_size(episodes: int, num_envs: int, multiple: int) -> int:
+    """Copies to evaluate with: one per episode up to the task's ``num_envs``, rounded up to
+    whole games of a multi-agent env (``multiple`` slots each; ``num_envs`` is a multiple)."""
+    return min(num_envs, -(-min(episodes, num_envs) // multiple) * multiple)
 
 
 def _max_steps(episodes: int, num_envs: int, per_episode: int) -> int:

@@ -138,21 +138,11 @@ def _sample(space: gym.Space, n: int) -> Any:
 
 
 def _spaces(cfg: ExperimentConfig, specs: Sequence[Any]) -> list[tuple[gym.Space, gym.Space]]:
-    """Each task's spaces from its spec, or from one env copy when its kwargs may change them
-    (not when its declared spaces hold whatever the kwargs: an external simulation's)."""
-    from mtrl.train.task_envs import build_env, declared_spaces_hold
+    """Each task's spaces from its spec, or from the smallest env when its kwargs may change them
+    (:func:`mtrl.train.task_envs.probe_spaces`)."""
+    from mtrl.train.task_envs import probe_spaces
 
-    out = []
-    for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):
-        if not task.env_kwargs or declared_spaces_hold(spec):
-            out.append((spec.observation_space, spec.action_space))
-            continue
-        probe = build_env(spec, cfg, i, 1, cfg.task_seed(i))
-        try:
-            out.append((probe.single_observation_space, probe.single_action_space))
-        finally:
-            probe.close()
-    return out
+    return [probe_spaces(spec, cfg, i) for i, spec in enumerate(specs)]
 
 
 def host_available() -> int | None:

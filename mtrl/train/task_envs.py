@@ -45,6 +45,22 @@ def declared_spaces_hold(spec: EnvSpec) -> bool:
     return bool(getattr(spec.make, "keeps_declared_spaces", False))
 
 
+def num_envs_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tuple[int, str]]:
+    """``(task index, problem)`` for each task whose ``num_envs`` is not a multiple of its
+    env's ``num_envs_multiple`` (the agent slots of one multi-agent game)."""
+    found = []
+    for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):
+        m = spec.num_envs_multiple
+        if task.num_envs % m:
+            lower, upper = task.num_envs // m * m, (task.num_envs // m + 1) * m
+            fix = f"{lower} or {upper}" if lower else str(upper)
+            found.append(
+                (i, f"{task.env} runs {m} agent slots per game: num_envs {task.num_envs} is not "
+                 f"a multiple of {m} (use {fix})")
+            )  # fmt: skip
+    return found
+
+
 def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tuple[int, str]]:
     """``(task index, problem)`` for each task whose env runs a program that is missing or not
     executable (an external simulation's command, its template filled from the task's
@@ -64,8 +80,10 @@ def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tu
 
 
 def check_commands(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> None:
-    """Raise :class:`UserError` (one line per task) for :func:`command_problems`."""
-    problems = [f"tasks[{i}].env: {text}" for i, text in command_problems(cfg, specs)]
+    """Raise :class:`UserError` (one line per task) for :func:`num_envs_problems` and
+    :func:`command_problems`."""
+    problems = [f"tasks[{i}].num_envs: {text}" for i, text in num_envs_problems(cfg, specs)]
+    problems += [f"tasks[{i}].env: {text}" for i, text in command_problems(cfg, specs)]
     if problems:
         raise UserError("\n".join(problems), problems=problems)
 
@@ -82,19 +100,25 @@ def task_spaces(
     """
     if env is not None:
         found = env.single_observation_space, env.single_action_space
-    elif not cfg.tasks[i].env_kwargs or declared_spaces_hold(spec):
-        found = spec.observation_space, spec.action_space
     else:
-        probe = build_env(spec, cfg, i, 1, cfg.task_seed(i))
-        try:
-            found = probe.single_observation_space, probe.single_action_space
-        finally:
-            probe.close()
+        found = probe_spaces(spec, cfg, i)
     try:
         check_trainable(*found, cfg.learner.model)
     except UnsupportedSpaceError as e:
         raise UserError(f"tasks[{i}].env: {cfg.tasks[i].env}: {e.path}: {e.reason}") from e
     return found
+
+
+def probe_spaces(spec: EnvSpec, cfg: ExperimentConfig, i: int) -> tuple[gym.Space, gym.Space]:
+    """Task ``i``'s spaces without a trainability check: the spec's, or those of the smallest
+    env its kwargs build (``num_envs_multiple`` copies) when the kwargs may change them."""
+    if not cfg.tasks[i].env_kwargs or declared_spaces_hold(spec):
+        return spec.observation_space, spec.action_space
+    probe = build_env(spec, cfg, i, spec.num_envs_multiple, cfg.task_seed(i))
+    try:
+        return probe.single_observation_space, probe.single_action_space
+    finally:
+        probe.close()
 
 
 def build_anakin_env(

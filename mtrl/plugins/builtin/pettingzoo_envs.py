@@ -10,8 +10,10 @@ homogeneous particle envs: ``simple_v3``, ``simple_spread_v3``, ``simple_referen
 with vector observations, ``cooperative_pong_v6``, ``pistonball_v6``; headless):
 
 * ``num_envs`` counts agent slots: ``games x agents``; slot ``g * n + j`` is agent
-  ``possible_agents[j]`` of game ``g`` (a ``ValueError`` naming the env id if ``num_envs`` is not
-  a multiple of ``n``). Each slot gets its agent's observation, action and reward.
+  ``possible_agents[j]`` of game ``g``. Each slot gets its agent's observation, action and
+  reward. The agent count of the default kwargs is registered (``num_envs_multiple``), so a
+  config whose ``num_envs`` is not a multiple is refused at validate; kwargs that change the
+  count (``N``) are caught when the env is built (a ``ValueError`` naming the env id).
 * All agents of a game must share observation and action spaces. Heterogeneous games (mpe's
   ``simple_adversary``, ``simple_tag``, ``simple_push``, ``simple_crypto``,
   ``simple_speaker_listener``, ``simple_world_comm``, ``collect_treasure``) are not registered:
@@ -84,6 +86,7 @@ class _Game:
     action_space: spaces.Space | None = None
     stochastic: bool | None = None
     max_episode_steps: int | None = None
+    agents: int = 1  # parallel games: agents with the default kwargs (num_envs is a multiple)
     description: str = ""
 
 
@@ -104,34 +107,34 @@ PARALLEL: dict[str, _Game] = {
     "classic/rps_v2": _Game(
         "pettingzoo.classic.rps.rps", **_CLASSIC,
         observation_space=spaces.Discrete(4), action_space=spaces.Discrete(3),
-        stochastic=False, max_episode_steps=15,
+        stochastic=False, max_episode_steps=15, agents=2,
         description="rock-paper-scissors, 2 agents; obs = opponent's last move",
     ),
     "butterfly/knights_archers_zombies_v11": _Game(
         "pettingzoo.butterfly.knights_archers_zombies.knights_archers_zombies", **_BUTTERFLY,
         observation_space=spaces.Box(-1.0, 1.0, (27, 5), np.float64),
-        action_space=spaces.Discrete(6), stochastic=True, max_episode_steps=900,
+        action_space=spaces.Discrete(6), stochastic=True, max_episode_steps=900, agents=4,
         description="4 agents, vector observations; a death ends the game (see module docs)",
     ),
     "butterfly/cooperative_pong_v6": _Game(
         "pettingzoo.butterfly.cooperative_pong.cooperative_pong", **_BUTTERFLY,
         observation_space=spaces.Box(0, 255, (280, 480, 3), np.uint8),
-        action_space=spaces.Discrete(3), stochastic=True, max_episode_steps=900,
+        action_space=spaces.Discrete(3), stochastic=True, max_episode_steps=900, agents=2,
         description="2 paddles, RGB observations",
     ),
     "butterfly/pistonball_v6": _Game(
         "pettingzoo.butterfly.pistonball.pistonball", **_BUTTERFLY,
         observation_space=spaces.Box(0, 255, (457, 120, 3), np.uint8),
         action_space=spaces.Box(-1.0, 1.0, (1,), np.float32), stochastic=True,
-        max_episode_steps=125, description="20 pistons, RGB observations; slow",
+        max_episode_steps=125, agents=20, description="20 pistons, RGB observations; slow",
     ),
 }  # fmt: skip
-for _name, _obs_dim, _n_actions, _continuous_dim in (
-    ("simple_v3", 4, 5, 5),
-    ("simple_spread_v3", 18, 5, 5),
-    ("simple_reference_v3", 21, 50, 15),
-    ("simple_formation_v1", 6, 5, 5),
-    ("simple_line_v1", 8, 5, 5),
+for _name, _obs_dim, _n_actions, _continuous_dim, _agents in (
+    ("simple_v3", 4, 5, 5, 1),
+    ("simple_spread_v3", 18, 5, 5, 3),
+    ("simple_reference_v3", 21, 50, 15, 2),
+    ("simple_formation_v1", 6, 5, 5, 4),
+    ("simple_line_v1", 8, 5, 5, 4),
 ):
     _base = _name.rsplit("_v", 1)[0]
     for _suffix, _kwargs, _action_space in (
@@ -144,7 +147,7 @@ for _name, _obs_dim, _n_actions, _continuous_dim in (
     ):
         PARALLEL[f"mpe/{_name}{_suffix}"] = _Game(
             f"mpe2.{_base}.{_base}", **_MPE, kwargs=_kwargs, observation_space=_vec(_obs_dim),
-            action_space=_action_space, stochastic=False, max_episode_steps=25,
+            action_space=_action_space, stochastic=False, max_episode_steps=25, agents=_agents,
             description=f"mpe2 {_name}, {'continuous' if _suffix else 'discrete'} actions",
         )  # fmt: skip
 
@@ -190,12 +193,12 @@ def _env_fn(env_id: str, factory: Callable[..., Any], kwargs: dict[str, Any]) ->
 
 def make_parallel(num_envs: int, seed: int = 0, *, name: str, **kwargs: Any) -> BatchEnv:
     """``num_envs`` agent slots of parallel game ``name`` (``num_envs / n_agents`` games)."""
-    from mtrl.plugins.builtin._pettingzoo_slots import ParallelSlotsBatchEnv
+    from mtrl.plugins.adapters import batch_env_from_pettingzoo
 
     env_id, game = f"pettingzoo/{name}", PARALLEL[name]
     module = _module(env_id, game)
     factory = _env_fn(env_id, module.parallel_env, {**game.kwargs, **kwargs})
-    return ParallelSlotsBatchEnv(factory, num_envs, seed, env_id)
+    return batch_env_from_pettingzoo(factory, num_envs, seed, env_id)
 
 
 def make_board(
@@ -208,7 +211,7 @@ def make_board(
     **kwargs: Any,
 ) -> BatchEnv:
     """``num_envs`` games of two-player game ``name``, each from the learner's seat."""
-    from mtrl.plugins.builtin._pettingzoo_slots import BoardGameBatchEnv
+    from mtrl.plugins.pettingzoo_slots import BoardGameBatchEnv
 
     env_id, game = f"pettingzoo/{name}", BOARD[name]
     module = _module(env_id, game)
@@ -231,6 +234,7 @@ def mtrl_register_envs(register: Any) -> None:
                 description=f"pettingzoo {name} (agent slots): {game.description}",
                 stochastic=game.stochastic,
                 max_episode_steps=game.max_episode_steps,
+                num_envs_multiple=game.agents,
             )
     for name, game in BOARD.items():
         if _available(game):

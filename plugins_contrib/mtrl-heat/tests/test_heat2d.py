@@ -129,63 +129,22 @@ def test_conforms_to_the_batch_env_contract() -> None:
 
 
 def test_a_rank_killed_mid_episode_is_a_counted_fault_restarted_without_orphans() -> None:
-    import torch
+    from mtrl.testing import fault_drill
 
-    from mtrl.actors.faults import FaultPolicy
-    from mtrl.actors.inference import InferenceModel
-    from mtrl.actors.pool import ParallelPool, TaskSetup
-    from mtrl.config import ModelConfig
-    from mtrl.learner.model import MultiTaskModel, TaskSpaces
+    before, killed = _heat_processes(), []
 
-    spec = get_plugins().envs.get(ENV)
-    task = TaskSetup(
-        0,
-        "heat",
-        ENV,
-        2,
-        0,
-        1.0,
-        spec.observation_space,
-        spec.action_space,
-        {"ranks": 2, "horizon": 20},
-    )
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = MultiTaskModel(
-        [TaskSpaces(spec.observation_space, spec.action_space)],
-        ModelConfig(encoder_dim=16, torso=[16]),
-    )
-    before = _heat_processes()
-    pool = ParallelPool(
-        [task],
-        8,
-        InferenceModel(model),
-        start_method="forkserver",
-        faults=FaultPolicy(backoff_base_s=0.05, step_timeout_s=20.0),
-    )
-    unrolls, events, killed = 0, [], None
-    try:
-        pool.set_actors([1])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            for ru in pool.get(timeout=0.2):
-                unrolls += 1
-                pool.release(ru)
-            events += pool.events()
-            if killed is None and unrolls >= 1:
-                ranks = {p: _rank(p) for p in _heat_processes() - before}
-                victim = [p for p, r in ranks.items() if r == 1]
-                assert victim, f"rank 1 of the simulation is running: {ranks}"
-                os.kill(victim[0], 9)
-                killed, unrolls = victim[0], 0
-            if killed is not None and pool.faults[0].restarts >= 1 and unrolls >= 2:
-                break
-    finally:
-        pool.close()
-    f = pool.faults[0]
-    assert killed is not None and f.faults == 1 and f.restarts == 1, f
-    assert f.by_kind["raise"] == 1 and "SimulationCrashed" in events[0].text, events
-    assert unrolls >= 2, "the restarted actor delivers"
+    def kill_rank_1() -> None:
+        ranks = {p: _rank(p) for p in _heat_processes() - before}
+        victim = [p for p, r in ranks.items() if r == 1]
+        assert victim, f"rank 1 of the simulation is running: {ranks}"
+        os.kill(victim[0], 9)
+        killed.append(victim[0])
+
+    drill = fault_drill(ENV, 2, kill_rank_1, env_kwargs={"ranks": 2, "horizon": 20})
+    f = drill.faults
+    assert killed and f.faults == 1 and f.restarts == 1, f
+    assert f.by_kind["raise"] == 1 and "SimulationCrashed" in drill.events[0].text, drill.events
+    assert drill.unrolls_after is not None and drill.unrolls_after >= 2, "the actor delivers"
     deadline = time.monotonic() + 10
     while _heat_processes() - before and time.monotonic() < deadline:
         time.sleep(0.1)

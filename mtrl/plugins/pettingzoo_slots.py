@@ -1,4 +1,8 @@
-"""Batch envs of agent slots over pettingzoo games (see :mod:`.pettingzoo_envs` for semantics).
+"""Batch envs of agent slots over pettingzoo games.
+
+The semantics (slot order, a game ending for all its slots at once, seeding) are documented in
+:mod:`mtrl.plugins.builtin.pettingzoo_envs`; plugins reach the parallel-API path through
+:func:`mtrl.plugins.batch_env_from_pettingzoo`.
 
 :class:`ParallelSlotsBatchEnv` runs parallel-API games, one slot per agent;
 :class:`BoardGameBatchEnv` runs turn-based (AEC) two-player games, one slot per game, played from
@@ -46,6 +50,15 @@ def quiet_pettingzoo() -> Iterator[None]:
     finally:
         logger.disabled = disabled
         del EnvLogger.mqueue[queued:]
+
+
+def _zero_step(num_envs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reward, terminated and truncated of a step, before any game fills its slots."""
+    return (
+        np.zeros(num_envs, dtype=np.float32),
+        np.zeros(num_envs, dtype=bool),
+        np.zeros(num_envs, dtype=bool),
+    )
 
 
 def _item(actions: Any, i: int) -> Any:
@@ -125,9 +138,7 @@ class ParallelSlotsBatchEnv(BatchEnv):
     def step(self, actions: Any) -> StepBatch:
         actions = np.asarray(actions)
         n = len(self.agents)
-        reward = np.zeros(self.num_envs, dtype=np.float32)
-        terminated = np.zeros(self.num_envs, dtype=bool)
-        truncated = np.zeros(self.num_envs, dtype=bool)
+        reward, terminated, truncated = _zero_step(self.num_envs)
         with quiet_pettingzoo():
             for g, game in enumerate(self._games):
                 if self._ended[g]:  # next-step rule: this step is the game's reset step
@@ -249,9 +260,7 @@ class BoardGameBatchEnv(BatchEnv):
 
     def step(self, actions: Any) -> StepBatch:
         actions = np.asarray(actions)
-        reward = np.zeros(self.num_envs, dtype=np.float32)
-        terminated = np.zeros(self.num_envs, dtype=bool)
-        truncated = np.zeros(self.num_envs, dtype=bool)
+        reward, terminated, truncated = _zero_step(self.num_envs)
         with quiet_pettingzoo():
             for g, game in enumerate(self._games):
                 if self._ended[g]:  # next-step rule: this step is the game's reset step
