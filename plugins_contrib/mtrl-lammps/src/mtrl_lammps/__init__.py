@@ -1,0 +1,3 @@
+"""mtrl-lammps: a LAMMPS molecular-dynamics control task for mtrl (see README.md)."""
+
+__version__ = "0.1.0"
