@@ -319,11 +319,13 @@ def faults_are_counted(tmp: str) -> dict[str, Any]:
 
     once = f"faulty_instances: 1, marker_dir: {tmp}/markers"
     # The step cap is far away: on a busy machine the healthy task can make 200k steps before
-    # the replacements have delivered. The run waits on what the test checks (done).
+    # the replacements have delivered. The run waits on what the test checks (done). The step
+    # timeout is far above a healthy step even on a starved machine (a step of 4 CartPoles
+    # stalled past 2 s there would be counted a hang): only the hanging env reaches it.
     cfg = parse_config(
         f"""
 total_env_steps: {total * 1000}
-scheduler: {{num_actors: 6, max_restarts: 1, step_timeout_s: 2.0}}
+scheduler: {{num_actors: 6, max_restarts: 1, step_timeout_s: 10.0}}
 actors: {{mode: ray}}
 learner: {{unroll_length: 8, batch_size: 8, model: {{encoder_dim: 16, torso: [16]}}}}
 tasks:"""
