@@ -1,0 +1,30 @@
+"""benchmarks/ensemble_scale.py runs end to end on a tiny ensemble and reports what it claims."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtrl.plugins import get_plugins
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_tiny_ensemble_is_measured_and_a_killed_solver_is_seen(tmp_path: Path) -> None:
+    if "heat/heat2d" not in get_plugins().envs or shutil.which("gcc") is None:
+        pytest.skip("needs plugins_contrib/mtrl-heat and gcc")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "ensemble_scale.py"), "--copies", "3",
+           "--steps", "5", "--kills", "1", "--results-dir", str(tmp_path)]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "ensemble_scale.json").read_text())["rows"]
+    assert row["copies"] == 3 and row["env_steps_per_s"] > 0 and row["startup_s"] > 0
+    assert row["processes_per_copy"] >= 2, "a launcher and its solver, at least, per copy"
+    assert 1 < row["memory_per_copy_mb"] < 500
+    assert len(row["kill_detected_s"]) == 1 and row["kill_detected_s"][0] is not None
+    assert len(row["rebuild_s"]) == 1
