@@ -17,9 +17,21 @@ of ``--copies`` it measures:
   build the env again (what an actor restart costs: all N jobs, since one batch env is one
   actor's unit of restart).
 
+**Projection** to ``--project`` simulations (default 10,000) on ``--nodes`` nodes, with the
+scheduler's discrete-event simulator (:mod:`mtrl.scheduler.sim`, docs/SCHEDULER.md): one task
+whose copy-step time is the lognormal fitted to ``--single-steps`` measured single-copy steps
+(a batch step lasts as long as its slowest copy), for each batch size B of ``--per-actor``
+(copies per actor: ``project / B`` actors); an actor's restart costs the rebuild time measured
+for the nearest N (interpolated; beyond the largest N, scaled linearly), and each simulation job
+crashes on average once per ``--mtbf-h`` hours of stepping, so an unroll of B copies crashes
+with ``1 - exp(-B x unroll time / MTBF)``. Reported per B: actor utilisation, the share of actor
+time lost to restarts, and env steps/s. (The fan-out cost of a batch step over B jobs is in the
+measured rows, not in the projection.)
+
 Usage: ``python benchmarks/ensemble_scale.py [--copies 32,64,128,256] [--steps 100] [--kills 3]
-[--ranks 1] [--grid 16] [--results-dir DIR]``. Writes ``ensemble_scale.json`` in
-``docs/results`` or DIR. Measures speed and memory: run it alone.
+[--ranks 1] [--grid 16] [--project 10000] [--per-actor 1,8,32,128] [--mtbf-h 1]
+[--results-dir DIR]``. Writes ``ensemble_scale.json`` in ``docs/results`` or DIR. Measures
+speed and memory: run it alone.
 """
 
 from __future__ import annotations
@@ -159,6 +171,92 @@ def measure(n: int, steps: int, kills: int, ranks: int, grid: int) -> dict[str, 
     return row
 
 
+def single_copy_steps(steps: int, ranks: int, grid: int) -> dict[str, float]:
+    """Median and lognormal shape of one copy's step wall time (seconds)."""
+    env, _ = build(1, ranks, grid, seed=0)
+    actions = np.zeros((1, 4), np.float32)
+    walls = []
+    try:
+        for _ in range(10):
+            env.step(actions)
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            env.step(actions)
+            walls.append(time.perf_counter() - t0)
+    finally:
+        env.close()
+    logs = np.log(walls)
+    return {"median_s": float(np.exp(np.median(logs))), "sigma": float(np.std(logs))}
+
+
+def rebuild_at(b: int, rows: list[dict[str, Any]]) -> float:
+    """Seconds to rebuild a batch env of ``b`` jobs: interpolated between the measured sizes,
+    scaled linearly beyond the largest."""
+    sizes = [r["copies"] for r in rows]
+    times = [float(np.median(r["rebuild_s"] or [r["startup_s"]])) for r in rows]
+    if b > sizes[-1]:
+        return times[-1] * b / sizes[-1]
+    return float(np.interp(b, sizes, times))
+
+
+def project(
+    single: dict[str, float],
+    rows: list[dict[str, Any]],
+    total: int,
+    per_actor: list[int],
+    mtbf_h: float,
+    nodes: int,
+    horizon_s: float,
+) -> list[dict[str, Any]]:
+    """The scheduler simulator at ``total`` simulations, per batch size (module docstring)."""
+    from mtrl.plugins import load_plugins
+    from mtrl.scheduler import get_policy
+    from mtrl.scheduler.sim.simulator import SimConfig, simulate
+    from mtrl.scheduler.sim.tasks import TaskModel
+
+    policy = get_policy("balanced", load_plugins())
+    unroll = 20
+    out = []
+    for b in per_actor:
+        task = TaskModel(
+            name="heat2d",
+            step_cost_s=single["median_s"],
+            sigma=single["sigma"],
+            failure_prob=float(-np.expm1(-b * unroll * single["median_s"] / (mtbf_h * 3600))),
+        )
+        actors = total // b
+        cfg = SimConfig(
+            num_actors=actors,
+            horizon_s=horizon_s,
+            rebalance_every_s=30.0,
+            unroll_length=unroll,
+            envs_per_actor=b,
+            restart_delay_s=rebuild_at(b, rows),
+            nodes=min(nodes, actors),
+            seed=0,
+        )
+        res = simulate([task], cfg, policy)
+        row = {
+            "copies_per_actor": b,
+            "actors": actors,
+            "restart_s": cfg.restart_delay_s,
+            "unroll_failure_prob": task.failure_prob,
+            "utilisation": res.utilisation,
+            "lost": res.lost,
+            "env_steps_per_s": res.env_steps / horizon_s,
+            "failures": res.failures,
+        }
+        out.append(row)
+        print(
+            f"projection {total} simulations, {b:4d} per actor ({actors} actors): restart "
+            f"{cfg.restart_delay_s:5.1f} s, unroll crash {task.failure_prob:.1e} | utilisation "
+            f"{res.utilisation:.1%} | lost to restarts {res.lost.get('restarting', 0.0):.1%} | "
+            f"{row['env_steps_per_s']:,.0f} env steps/s",
+            flush=True,
+        )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--copies", default="32,64,128,256")
@@ -166,6 +264,12 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--grid", type=int, default=16)
+    parser.add_argument("--single-steps", type=int, default=300)
+    parser.add_argument("--project", type=int, default=10_000)
+    parser.add_argument("--per-actor", default="1,8,32,128")
+    parser.add_argument("--mtbf-h", type=float, default=1.0, help="hours between a job's crashes")
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--horizon-s", type=float, default=300.0)
     parser.add_argument("--results-dir", type=Path)
     args = parser.parse_args()
     if ENV not in get_plugins().envs:
@@ -175,7 +279,19 @@ def main() -> int:
         measure(int(n), args.steps, args.kills, args.ranks, args.grid)
         for n in args.copies.split(",")
     ]
-    payload = {"machine": machine(), "args": vars(args), "rows": rows}
+    single = single_copy_steps(args.single_steps, args.ranks, args.grid)
+    print(f"one copy: median step {single['median_s'] * 1e3:.2f} ms, sigma {single['sigma']:.2f}")
+    per_actor = [int(b) for b in args.per_actor.split(",")]
+    projection = project(
+        single, rows, args.project, per_actor, args.mtbf_h, args.nodes, args.horizon_s
+    )
+    payload = {
+        "machine": machine(),
+        "args": vars(args),
+        "rows": rows,
+        "single_copy_step": single,
+        "projection": projection,
+    }
     path = write_result("ensemble_scale", payload, args.results_dir)
     print(path)
     return 0
