@@ -74,10 +74,13 @@ class _Worker:
             self.conn.send((command, arg))
             status, value = self.conn.recv()
         except (EOFError, OSError) as e:
-            code = self.proc.wait(timeout=5) if self.proc.poll() is None else self.proc.returncode
+            try:
+                how = f"exited with code {self.proc.wait(timeout=5)}"
+            except subprocess.TimeoutExpired:
+                how = "closed its socket but did not exit"
             raise RuntimeError(
-                f"{ENV_ID}: the SUMO worker (pid {self.proc.pid}) exited with code {code} "
-                f"during {command!r} ({type(e).__name__})"
+                f"{ENV_ID}: the SUMO worker (pid {self.proc.pid}) {how} during {command!r} "
+                f"({type(e).__name__})"
             ) from e
         if status == "error":
             raise RuntimeError(f"{ENV_ID}: SUMO failed during {command!r}: {value}")
