@@ -30,8 +30,9 @@ class UnknownEnvError(UserError, KeyError):
         return str(self.args[0])
 
 
-class EnvKwargsError(UserError):
-    """An env factory rejected the ``env_kwargs`` it was given (unknown or ill-typed)."""
+class EnvKwargsError(UserError, ValueError):
+    """An env factory rejected the ``env_kwargs`` it was given: unknown or ill-typed
+    (``TypeError``) or out of range (``ValueError``)."""
 
 
 class PluginError(MtrlError):

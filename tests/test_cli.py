@@ -145,6 +145,24 @@ def test_train_with_bad_env_kwargs_is_a_user_error(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()  # nothing half-made is left behind
 
 
+def test_train_with_an_env_kwarg_value_the_env_refuses_is_a_user_error(tmp_path: Path) -> None:
+    """A factory's ``ValueError`` (a value out of range) is reported like a ``TypeError`` (an
+    unknown kwarg): one line naming the task, the env and the kwargs, exit 2, no traceback."""
+    pytest.importorskip("pettingzoo")
+    cfg = tmp_path / "seat.yaml"
+    cfg.write_text(
+        "tasks:\n  - env: pettingzoo/classic/tictactoe_v3\n    env_kwargs: {seat: 5}\n"
+        f"tracking: {{run_dir: {tmp_path / 'runs'}}}\n"
+    )
+    res = _run("train", str(cfg))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert (
+        "error: tasks[0].env_kwargs: pettingzoo/classic/tictactoe_v3: cannot build with "
+        "{'seat': 5}: pettingzoo/classic/tictactoe_v3: seat must be 0, 1 or None"
+    ) in res.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("episodes", [4, 0])
 def test_train_table_and_last_record_show_the_final_greedy_eval(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], episodes: int

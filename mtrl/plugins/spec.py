@@ -94,7 +94,7 @@ class EnvSpec:
         the observation arrive tokenised (:func:`.text.tokenise_text_observations`)."""
         try:
             env = self.make(num_envs=num_envs, seed=seed, **env_kwargs)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:  # what factories raise for arguments they refuse
             raise EnvKwargsError(
                 f"{self.id}: cannot build with {env_kwargs or 'no kwargs'}: {e}"
             ) from e
