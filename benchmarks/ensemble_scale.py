@@ -51,31 +51,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 
+from mtrl.coupling.launcher import descendants
 from mtrl.plugins import get_plugins
 
 ENV = "heat/heat2d"
 MAX_EVENTS = 5_000_000  # per projected batch size
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (parent links read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def pss_bytes(pid: int) -> int:
