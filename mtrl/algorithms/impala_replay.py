@@ -36,6 +36,7 @@ from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.parallel import make_impala_learner
 from mtrl.learner.protocol import Learner
+from mtrl.learner.replica_state import ReplicaState
 from mtrl.replay import SequenceStorage, TaskReplay, UniformSampler
 
 __all__ = ["REFILL_NOTE", "ImpalaReplayLearner", "make_impala_replay_learner"]
@@ -137,6 +138,14 @@ class ImpalaReplayLearner:
             out[f"learner/{name}/replayed_sequences"] = float(self._replayed.get(k, 0))
         self._replayed.clear()
         return out
+
+    # -- loosely synchronised replicas: the inner learner's state (the replay stays local) --
+
+    def replica_state(self) -> ReplicaState:
+        return self.inner.replica_state()
+
+    def load_replica_state(self, state: ReplicaState) -> None:
+        self.inner.load_replica_state(state)
 
     # -- checkpoints ----------------------------------------------------------------------------
 

@@ -112,6 +112,34 @@ class ParallelConfig(ConfigModel):
     """With several replicas: ``task_sharded`` gives each rank the encoders and heads of its own
     tasks (it takes only their batches); ``fsdp`` shards the shared torso across ranks
     (``fully_shard``). On one process both are the plain learner."""
+    sync: Literal["allreduce", "local_sgd", "diloco", "async"] = "allreduce"
+    """How data-parallel replicas agree (docs/DISTRIBUTED.md, "Loosened synchronisation").
+    ``allreduce``: every update all-reduces the gradients, so the replicas take one learner's
+    step together. ``local_sgd``: each replica updates on its own batches and every
+    ``sync_every`` updates the replicas average their parameters. ``diloco`` (Douillard et al.
+    2023): every ``sync_every`` updates an outer Nesterov step on the replicas' mean parameter
+    change (``outer_learning_rate``, ``outer_momentum``); each keeps its own optimiser state.
+    ``async``: every ``sync_every`` updates a replica sends its parameters to one peer in turn
+    and mixes in whatever its peers sent, with no barrier: a slow replica never holds up the
+    others. PopArt statistics and entropy multipliers are averaged with the parameters, the
+    value heads in their unnormalised form. Only with ``model_parallel: none``."""
+    sync_every: PositiveInt = 50
+    """Updates between two synchronisations (H) of ``local_sgd``, ``diloco`` and ``async``."""
+    outer_learning_rate: PositiveFloat = 0.7
+    """``diloco``'s outer step size (the paper's 0.7; 1.0 with ``outer_momentum: 0`` is plain
+    parameter averaging)."""
+    outer_momentum: float = Field(default=0.9, ge=0, lt=1)
+    """``diloco``'s outer Nesterov momentum (the paper's 0.9)."""
+
+    @model_validator(mode="after")
+    def _loose_sync_needs_whole_replicas(self) -> ParallelConfig:
+        if self.sync != "allreduce" and self.model_parallel != "none":
+            raise ValueError(
+                f"learner.parallel.sync: {self.sync} averages whole replicas, but "
+                f"model_parallel: {self.model_parallel} splits the model over ranks: use "
+                "model_parallel: none, or sync: allreduce"
+            )
+        return self
 
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
@@ -119,7 +147,7 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
 
 #: What a config may name without the plugin registry: the built-in rules and the parallel
 #: modes each supports (what mtrl.algorithms.builtin registers).
-_ALL_PARALLEL = {"data_parallel", "task_sharded", "fsdp"}
+_ALL_PARALLEL = {"data_parallel", "task_sharded", "fsdp", "loose_sync"}
 BUILTIN_ALGORITHMS = {
     "impala": _ALL_PARALLEL,
     "impala_replay": _ALL_PARALLEL,
@@ -152,8 +180,9 @@ class LearnerConfig(ConfigModel):
     solved tasks drift away and back (docs/BENCHMARKS.md, "Learning that holds")."""
     lr_final_fraction: float = Field(default=0.0, ge=0, le=1)
     """With ``lr_schedule: linear``, the step size at the end of the run over the initial one."""
-    optimizer: Literal["adam", "rmsprop"] = "adam"
-    """Optimiser."""
+    optimizer: Literal["adam", "rmsprop", "sgd"] = "adam"
+    """Optimiser: Adam, RMSProp (IMPALA's) or plain SGD (no momentum; a linear step, so that
+    averaging replicas after one step equals averaging their gradients)."""
     gamma: float = Field(default=0.99, gt=0, le=1)
     """Discount factor."""
     rho_bar: PositiveFloat = 1.0
@@ -237,6 +266,8 @@ class LearnerConfig(ConfigModel):
         asked = [m for m in ("task_sharded", "fsdp") if par.model_parallel == m]
         if par.data_parallel > 1:
             asked.append("data_parallel")
+        if par.sync != "allreduce":
+            asked.append("loose_sync")
         missing = [m for m in asked if supported is not None and m not in supported]
         if missing:
             can = ", ".join(sorted(supported or ())) or "none"

@@ -36,11 +36,13 @@ from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
 from mtrl.learner.device import Accelerator, resolve_device
 from mtrl.learner.impala import ImpalaLearner
+from mtrl.learner.replica_state import ReplicaState
 
 __all__ = [
     "DataParallelLearner",
     "DistContext",
     "all_reduce_gradients",
+    "average_replica_states",
     "broadcast_parameters",
     "clip_global_grad_norm",
 ]
@@ -199,6 +201,19 @@ def all_reduce_gradients(params: Sequence[nn.Parameter]) -> None:
         grads, seen = flat[: -len(group)].split(sizes), flat[-len(group) :].tolist()
         for p, g, s in zip(group, grads, seen, strict=True):
             p.grad = g.view_as(p) if s > 0 else None
+
+
+def average_replica_states(state: ReplicaState, world_size: int) -> ReplicaState:
+    """Every replica's ``state`` made the replicas' mean (statistics averaged, seen flags
+    OR-ed), in place: a collective every replica calls."""
+    dist.all_reduce(state.params)
+    state.params /= world_size
+    dist.all_reduce(state.stats)
+    state.stats /= world_size
+    seen = state.seen.float()
+    dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+    state.seen = seen > 0
+    return state
 
 
 def _norm_sq(tensors: Iterable[torch.Tensor], device: torch.device) -> torch.Tensor:

@@ -65,6 +65,8 @@ def make_optimizer(
         groups = [{**g, "lr": cfg.learning_rate * g.get("lr_scale", 1.0)} for g in groups]
     if cfg.optimizer == "adam":
         return torch.optim.Adam(groups, lr=cfg.learning_rate, eps=1e-5)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.learning_rate)
     return torch.optim.RMSprop(groups, lr=cfg.learning_rate, eps=0.01, alpha=0.99)
 
 

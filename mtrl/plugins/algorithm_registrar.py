@@ -14,8 +14,10 @@ from mtrl.errors import UserError
 from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 
 #: The ways a learner can be spread over torchrun replicas (``learner.parallel``): plain data
-#: parallel (``data_parallel > 1``), and the two model-parallel modes.
-PARALLEL_MODES = ("data_parallel", "task_sharded", "fsdp")
+#: parallel (``data_parallel > 1``), the two model-parallel modes, and ``loose_sync``: replicas
+#: that update alone between synchronisations (``sync: local_sgd | diloco | async``; the
+#: learner then implements :class:`mtrl.learner.replica_state.Reconcilable`).
+PARALLEL_MODES = ("data_parallel", "task_sharded", "fsdp", "loose_sync")
 
 
 class UnknownAlgorithmError(UserError, KeyError):

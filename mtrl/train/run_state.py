@@ -39,6 +39,8 @@ class Resumable(Protocol):
     updates: int
     elapsed_before: float
     progress: Sequence[TaskProgress]
+    sync: Any
+    """The replicas' loosened synchronisation (``state_dict``/``load_state_dict``), or None."""
 
     @property
     def env_steps(self) -> int: ...
@@ -80,6 +82,7 @@ def capture(trainer: Resumable, elapsed: float) -> dict[str, Any]:
         ],
         "actors": trainer.pool.actors_per_task(),
         "rng": capture_rng_state(),
+        "sync": None if trainer.sync is None else trainer.sync.state_dict(),
     }
 
 
@@ -95,6 +98,8 @@ def restore(trainer: Resumable, state: dict[str, Any]) -> None:
         p.lengths.extend(t["lengths"])
         p.successes.extend(t.get("successes", []))  # checkpoints from before success counting
         p.env_seconds, p.samples = float(t["env_seconds"]), int(t["samples"])
+    if trainer.sync is not None and state.get("sync") is not None:
+        trainer.sync.load_state_dict(state["sync"])
     if isinstance(trainer.pool, ScalablePool) and state.get("actors"):
         trainer.pool.set_actors(list(state["actors"]))
     restore_rng_state(state["rng"])

@@ -30,6 +30,7 @@ from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
+from mtrl.learner.loose_sync import make_loose_sync
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.plugins.external import sim_logs
@@ -49,6 +50,7 @@ from mtrl.train.progress import (
     task_metrics,
     task_results,
 )
+from mtrl.train.replica_decisions import ReplicaDecisions
 from mtrl.train.task_envs import build_tasks
 from mtrl.train.unroll_queue import UnrollQueue
 
@@ -121,6 +123,9 @@ class Trainer:
                 lr_scales=[t.learning_rate_scale for t in cfg.tasks],
             )
             self.model = self.learner.model
+            sync = make_loose_sync(cfg.learner.parallel, self.ctx, self.learner)
+            self.sync = sync
+            self.decisions = ReplicaDecisions(self.ctx, sync, cfg.total_env_steps)
             unroll = cfg.learner.unroll_length
             local = set(self.learner.local_tasks)  # all, unless tasks are sharded over ranks
             actor_tasks: list[TaskSetup | None] = [
@@ -225,6 +230,7 @@ class Trainer:
                 last_ckpt_t, last_ckpt_steps = now, self.run_env_steps
         for ru in queue.drain():
             self.pool.release(ru)
+        self.decisions.finish(self.env_steps)  # loosely synced replicas end with one model
         seconds = time.perf_counter() - start
         if ck.enabled and (self.run_dir is not None or self.ctx.distributed):
             self.save_checkpoint(seconds)  # every replica: a sharded learner's state is gathered
@@ -292,23 +298,13 @@ class Trainer:
             self.rebalancer.observe_episodes(runner.task, returns)
 
     def _done(self, learned: bool, checkpoint_due: bool = False) -> tuple[bool, bool]:
-        """(stop, save a checkpoint now). Replicas decide both together right after each
-        update (all call it the same number of times), so none leaves while the others wait in
-        an all-reduce, and all take part in a checkpoint (a sharded learner's state is
-        gathered from every rank)."""
+        """(stop, save a checkpoint now): replicas decide both together where they meet
+        (:mod:`mtrl.train.replica_decisions`), so none leaves while the others wait in a
+        collective, and all take part in a checkpoint."""
         targets = self.cfg.stop_at_target and self._targets_reached()
-        if not self.ctx.distributed:
-            self.total_env_steps = self.env_steps
-            stop = self.env_steps >= self.cfg.total_env_steps or self._stop or targets
-            return stop, checkpoint_due
-        if not learned:
-            return False, False
-        steps, stops, reached, save = self.ctx.all_sum(
-            [self.env_steps, self._stop, targets, checkpoint_due]
-        )
-        self.total_env_steps = int(steps)
-        stop = steps >= self.cfg.total_env_steps or stops > 0 or reached >= self.ctx.world_size
-        return stop, save > 0
+        decided = self.decisions.decide(self.env_steps, self._stop, targets, checkpoint_due)
+        self.total_env_steps = self.decisions.run_steps(self.env_steps)
+        return decided
 
     def request_stop(self) -> None:
         """Finish the current round and return from :meth:`run` (signal handlers, benchmarks)."""
@@ -350,10 +346,13 @@ class Trainer:
             for ru in pending:
                 self.pool.release(ru)
         # Replicas agree on the steps of their last joint decision: their step sizes match.
-        steps = self.total_env_steps if self.ctx.distributed else self.env_steps
-        self.learner.set_progress(steps / self.cfg.total_env_steps)
+        steps = self.decisions.run_steps(self.env_steps)
+        self.learner.set_progress(min(steps / self.cfg.total_env_steps, 1.0))
         self.queue.weigh(batches)
         metrics = self.learner.update(batches)
+        self.decisions.after_update(self.env_steps)  # a sync of the replicas when one is due
+        if self.sync is not None:
+            metrics.update(self.sync.metrics())
         self.updates += 1
         for b in batches:
             self.progress[b.task].samples += b.num_samples
@@ -455,6 +454,8 @@ class Trainer:
         if self.tracker is not None:
             self.tracker.close()
             self.tracker = None
+        if getattr(self, "sync", None) is not None:
+            self.sync.close()  # the gossip's sockets
         if getattr(self, "ctx", None) is not None:
             if not keep_process_group:
                 self.ctx.destroy(wait_for_peers=sys.exc_info()[0] is None)

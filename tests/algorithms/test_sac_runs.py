@@ -146,6 +146,26 @@ def test_model_parallel_sac_is_refused_when_the_config_is_parsed(mode: str) -> N
     assert f"'sac' does not support learner.parallel {mode}" in str(err.value)
 
 
+@pytest.mark.parametrize("sync", ["local_sgd", "diloco", "async"])
+def test_loosely_synchronised_sac_is_refused_when_the_config_is_parsed(sync: str) -> None:
+    plugins = get_plugins()
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            f"tasks: [{{env: a/b}}]\nlearner: {{algorithm: sac, parallel: {{sync: {sync}}}}}\n",
+            algorithms=plugins.algorithms.parallel_support(),
+        )
+    assert "'sac' does not support learner.parallel loose_sync" in str(err.value)
+
+
+def test_a_loosened_sync_of_a_split_model_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            "tasks: [{env: a/b}]\nlearner: {parallel: {sync: diloco, model_parallel: fsdp}}\n"
+        )
+    assert "sync: diloco averages whole replicas" in str(err.value)
+    assert "model_parallel: fsdp" in str(err.value)
+
+
 def test_data_parallel_sac_is_accepted() -> None:
     plugins = get_plugins()
     cfg = parse_config(

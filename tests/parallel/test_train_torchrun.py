@@ -122,3 +122,35 @@ def test_cuda_replicas_without_a_gpu_each_are_refused_before_launching(tmp_path:
     assert "launching" not in res.stdout
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("error: device 'cuda'") and "use device: cpu" in line, line
+
+
+@pytest.mark.parametrize("sync", ["local_sgd", "diloco", "async"])
+def test_loosely_synchronised_replicas_train_checkpoint_and_resume(
+    tmp_path: Path, sync: str
+) -> None:
+    """``learner.parallel.sync``: each replica learns alone and they combine every 4 updates;
+    the run stops near its budget, ends with one model, and resumes with its outer state."""
+    learner = f"batch_size: 8, parallel: {{sync: {sync}, sync_every: 4}}"
+    _train(str(_config(tmp_path, sync, 16000, learner)))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").open()]
+    last = records[-1]
+    assert last["charts/env_steps"] >= 16000
+    updates = last["charts/updates"]  # rank 0's
+    if sync != "async":  # joint decisions at syncs, the last periods shortened to the budget
+        assert last["charts/env_steps"] < 16000 + 2 * 2 * 8 * 20 * 4
+        assert last["sync/count"] >= updates // 4 >= 4
+    else:  # a send every 4 updates, none waited for (a replica may run far ahead of another)
+        assert last["sync/sent"] + last["sync/dropped"] == updates // 4
+    assert (last["sync/bytes_sent"] > 0) == (updates >= 4)
+    (ckpt,) = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))
+    state = torch.load(ckpt, weights_only=True)
+    assert state["sync"]["next_at"] > 0
+    if sync == "diloco":
+        assert state["sync"]["momentum"].abs().sum() > 0
+    _train("--resume", str(run_dir), "--total-env-steps", "24000")
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").open()]
+    assert records[-1]["charts/env_steps"] >= 24000
+    last = torch.load(sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))[-1], weights_only=True)
+    assert last["env_steps"] > state["env_steps"]  # rank 0's own steps
+    assert last["learner"]["version"] > state["learner"]["version"]
