@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mtrl.testing.cpu_limit import CpuLimit
+from mtrl.testing.cpu_limit import unavailable as cpu_unavailable
 from mtrl.testing.slow_links import Link, SlowNetwork, unavailable
 
 pytestmark = [
@@ -159,3 +161,23 @@ def test_local_sgd_sends_a_fraction_of_allreduces_bytes_over_a_slow_link(tmp_pat
     }
     # Every 8 updates against every update: well under a third, the joint decisions included.
     assert per_update["local_sgd"] < per_update["allreduce"] / 3, per_update
+
+
+SPIN = r"""
+import time
+w, c = time.perf_counter(), time.process_time()
+while time.perf_counter() - w < 2.0:
+    pass
+print((time.process_time() - c) / (time.perf_counter() - w))
+"""
+
+
+@pytest.mark.skipif(cpu_unavailable() is not None, reason=f"CPU limit: {cpu_unavailable()}")
+def test_a_straggler_is_held_to_its_share_of_a_core() -> None:
+    with CpuLimit(cores=0.2) as limit:
+        out = subprocess.run(
+            limit.wrap([sys.executable, "-c", SPIN]), capture_output=True, text=True, check=True
+        )
+        path = limit.path
+    assert float(out.stdout) <= 0.3  # 0.2 of a core, whatever else the machine runs
+    assert not path.exists(), "the group goes with the limit"
