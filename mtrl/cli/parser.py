@@ -12,6 +12,7 @@ from mtrl import __version__
 from mtrl.cli.evaluate import cmd_eval, cmd_report
 from mtrl.cli.info import cmd_envs, cmd_plugins, cmd_schema
 from mtrl.cli.train import cmd_train
+from mtrl.cli.tune import cmd_tune
 from mtrl.cli.validate import cmd_validate
 
 
@@ -90,6 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(runs this command under torchrun --standalone; docs/DISTRIBUTED.md)",
     )
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser(
+        "tune",
+        help="population-based training of a config's runs (its tune: section)",
+        description=cmd_tune.__doc__,
+    )
+    p.add_argument("config", metavar="CONFIG", help="YAML experiment config with a tune: section")
+    p.add_argument("--population", type=_count(2), help="override tune.population")
+    p.add_argument("--total-env-steps", type=_count(1), help="override total_env_steps")
+    p.add_argument("--dir", default="runs/tune", help="where populations go (runs/tune)")
+    p.add_argument("--resume", action="store_true", help="continue the population in DIR/NAME")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser(
         "schema", help="print the JSON Schema of experiment configs", description=cmd_schema.__doc__

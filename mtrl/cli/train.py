@@ -48,11 +48,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise UserError("give a CONFIG to train, or --resume RUN_DIR")
         cfg = load_config(
             args.config,
-            env_ids=plugins.envs.ids(),
-            scheduler_policies=plugins.schedulers.names(),
-            tracker_names=plugins.trackers.names(),
-            algorithms=plugins.algorithms.parallel_support(),
-            env_note=plugins.unknown_env_note,
+            **plugins.config_context(),
         )
         overrides: dict[str, Any] = {}
         if args.total_env_steps is not None:

@@ -21,17 +21,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from mtrl.train.preflight import check_memory
 
     plugins = get_plugins()
-    ids = plugins.envs.ids()
     failed = False
     for path in args.configs:
         try:
             cfg = load_config(
                 path,
-                env_ids=ids,
-                scheduler_policies=plugins.schedulers.names(),
-                tracker_names=plugins.trackers.names(),
-                algorithms=plugins.algorithms.parallel_support(),
-                env_note=plugins.unknown_env_note,
+                **plugins.config_context(),
             )
             _check_commands(cfg, plugins, path)
             _check_trackers(cfg, path)

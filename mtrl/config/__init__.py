@@ -13,6 +13,7 @@ from mtrl.config.models import (
     TrackingConfig,
     WandbConfig,
 )
+from mtrl.config.tune import SearchDimension, TuneConfig
 
 __all__ = [
     "ActorsConfig",
@@ -24,9 +25,11 @@ __all__ = [
     "ParallelConfig",
     "PopArtConfig",
     "SchedulerConfig",
+    "SearchDimension",
     "TaskConfig",
     "TensorboardConfig",
     "TrackingConfig",
+    "TuneConfig",
     "WandbConfig",
     "config_schema",
     "format_loc",

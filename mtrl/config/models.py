@@ -8,6 +8,7 @@ module depends on pydantic alone.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -16,6 +17,7 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -26,6 +28,7 @@ from mtrl.config.base import ConfigModel
 from mtrl.config.choices import require_registered
 from mtrl.config.learner import LearnerConfig
 from mtrl.config.placement import RayConfig, TaskPlacement
+from mtrl.config.tune import TuneConfig, get_path, search_values, set_path
 from mtrl.names import unknown_env_message, unknown_tracker_message
 
 
@@ -289,6 +292,46 @@ class ExperimentConfig(ConfigModel):
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    tune: TuneConfig | None = None
+    """Population-based training of this config (``mtrl tune``, mtrl/config/tune.py); ignored
+    by ``mtrl train``."""
+
+    @model_validator(mode="after")
+    def _tune_search_fits(self, info: ValidationInfo) -> ExperimentConfig:
+        """Every searched path names a numeric field, and every value its distribution can give
+        makes a valid config (checked by validating the config with it)."""
+        if self.tune is None:
+            return self
+        data = self.model_dump(mode="json", exclude={"tune"})
+        for path, values in search_values(self.tune).items():
+            try:
+                current = get_path(data, path)
+            except (KeyError, IndexError, TypeError):
+                raise ValueError(
+                    f"tune.search: {path!r} names no field of this config (dotted, list items "
+                    "by index: learner.learning_rate, tasks.0.learning_rate_scale)"
+                ) from None
+            if isinstance(current, bool) or not isinstance(current, int | float):
+                raise ValueError(
+                    f"tune.search: {path!r} is {current!r}, not a number: only numeric fields "
+                    "can be searched"
+                )
+            for value in values:
+                if isinstance(current, int) and value != int(value):
+                    raise ValueError(
+                        f"tune.search: {path} is a whole number; {value} is not (runs round "
+                        "the values they are dealt, so give whole bounds or choices)"
+                    )
+                trial = copy.deepcopy(data)
+                set_path(trial, path, int(value) if isinstance(current, int) else value)
+                try:
+                    ExperimentConfig.model_validate(trial, context=info.context)
+                except ValidationError as e:
+                    first = e.errors()[0]
+                    raise ValueError(
+                        f"tune.search: {path} = {value} is not a valid config: {first['msg']}"
+                    ) from None
+        return self
 
     @model_validator(mode="after")
     def _unique_task_names(self) -> ExperimentConfig:

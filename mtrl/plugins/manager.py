@@ -104,6 +104,18 @@ class Plugins:
                 raise
             raise UnknownEnvError(f"{e}; {note}") from None
 
+    def config_context(self) -> dict[str, Any]:
+        """What config parsing checks names against (``load_config(path, **this)``): the env
+        ids, scheduler policies, trackers and learning rules the loaded plugins offer, and the
+        note an unknown env id gets."""
+        return {
+            "env_ids": self.envs.ids(),
+            "scheduler_policies": self.schedulers.names(),
+            "tracker_names": self.trackers.names(),
+            "algorithms": self.algorithms.parallel_support(),
+            "env_note": self.unknown_env_note,
+        }
+
     def unknown_env_note(self, env_id: str) -> str | None:
         """For an env id no plugin registered: ``note: ...`` naming the plugins that did not
         load and may have offered it, so a broken install does not read like a typo.

@@ -135,11 +135,7 @@ def load_for_resume(
     cfg = parse_config(
         yaml.safe_dump(data, sort_keys=False),
         f"{path} (config)",
-        env_ids=plugins.envs.ids(),
-        scheduler_policies=plugins.schedulers.names(),
-        tracker_names=plugins.trackers.names(),
-        algorithms=plugins.algorithms.parallel_support(),
-        env_note=plugins.unknown_env_note,
+        **plugins.config_context(),
     )
     # The file name holds the whole run's steps (all replicas); the state, this rank's.
     done = max(int(state["env_steps"]), checkpoint_step(path) or 0)

@@ -1,0 +1,153 @@
+"""One member of a population: a Ray Tune function trainable that trains an mtrl run one
+interval at a time.
+
+Each interval builds a :class:`~mtrl.train.trainer.Trainer` of the member's config (the base
+config with the member's current hyperparameters, :func:`mtrl.tune.space.apply`), loads the
+member's newest checkpoint into it, trains ``tune.interval_env_steps`` more env steps, writes a
+checkpoint and reports its score to Ray Tune with that checkpoint. When PBT exploits, Ray Tune
+starts the member again from a better member's checkpoint and with explored hyperparameters:
+the weights, optimiser state, PopArt statistics, progress counters and actor counts all come
+from the checkpoint (exactly what ``mtrl train --resume`` restores); the hyperparameters come
+from the member's new config. The step-size schedule runs over the whole budget
+(``total_env_steps``), not over an interval.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mtrl.actors.protocol import UnrollInfo
+from mtrl.checkpoint import load_latest
+from mtrl.config import ExperimentConfig
+from mtrl.errors import UserError
+from mtrl.tracking.run_dir import create_run_dir
+from mtrl.train.progress import TaskResult
+from mtrl.train.trainer import Trainer
+from mtrl.tune.space import apply
+
+__all__ = ["IntervalTrainer", "member_score", "train_interval", "train_member"]
+
+
+class IntervalTrainer(Trainer):
+    """A trainer that stops once the run's env steps reach ``stop_at`` (an interval's end)."""
+
+    def __init__(self, cfg: ExperimentConfig, stop_at: int, **kw: Any) -> None:
+        super().__init__(cfg, **kw)
+        self.stop_at = stop_at
+
+    def on_unroll(self, task: int, info: UnrollInfo) -> None:
+        if self.run_env_steps >= self.stop_at:
+            self.request_stop()
+
+
+def member_score(results: list[TaskResult], metric: str) -> float:
+    """What ranks a member: the mean over tasks of the recent normalised score (``metric:
+    normalized_score``) or mean return (``return``); -inf before any episode ended."""
+    if metric == "normalized_score":
+        missing = [r.name for r in results if r.normalized_score is None and r.episodes > 0]
+        if missing:
+            raise UserError(
+                f"tune.metric: normalized_score, but task(s) {', '.join(missing)} have no "
+                "normalised score (their env registers no random and target score): use "
+                "tune.metric: return"
+            )
+        values = [r.normalized_score for r in results if r.normalized_score is not None]
+    else:
+        values = [r.mean_return for r in results if r.mean_return is not None]
+    return sum(values) / len(values) if len(values) == len(results) else float("-inf")
+
+
+def train_interval(
+    cfg: ExperimentConfig,
+    run_dir: Path,
+    state: dict[str, Any] | None,
+    stop_at: int,
+    plugins: Any = None,
+    member: int = 0,
+) -> tuple[dict[str, Any], Path, float]:
+    """Train ``cfg`` in ``run_dir`` from ``state`` (a checkpoint's; None: from scratch) until
+    the run's env steps reach ``stop_at``; returns the new checkpoint's state, its path and the
+    member's score. The final greedy evaluation runs only when ``stop_at`` ends the budget.
+
+    ``member`` (its index in the population) shifts the env seeds and reseeds the random
+    generators after the checkpoint is loaded: a member that copied another's checkpoint would
+    otherwise replay the other's episodes and action samples."""
+    last = stop_at >= cfg.total_env_steps
+    tracking = cfg.tracking.model_copy(
+        update={
+            "console": "quiet",
+            "final_eval_episodes": cfg.tracking.final_eval_episodes if last else 0,
+        }
+    )
+    updates = int(state["updates"]) if state is not None else 0
+    trainer = IntervalTrainer(
+        cfg.model_copy(update={"tracking": tracking}),
+        stop_at,
+        plugins=plugins,
+        console=False,
+        run_dir=run_dir,
+        seed_offset=(1_000_003 * (updates + 1) if state is not None else 0) + 7919 * member,
+    )
+    try:
+        if state is not None:
+            trainer.load_state_dict(state)
+            seed = cfg.seed * 1_000_003 + member * 7919 + updates
+            torch.manual_seed(seed)
+            np.random.seed(seed % 2**32)
+        result = trainer.run()
+    finally:
+        trainer.close()
+    score = member_score(result.tasks, cfg.tune.metric if cfg.tune is not None else "return")
+    new_state, path = load_latest(run_dir)
+    return new_state, path, score
+
+
+def train_member(config: dict[str, Any], base: dict[str, Any], experiment: str) -> None:
+    """Ray Tune's entry point for one member (``config``: its hyperparameters by dotted path;
+    ``base``: the whole config as plain data; ``experiment``: the population's directory, where
+    the member's run directory goes)."""
+    from ray import tune
+
+    from mtrl.plugins import get_plugins
+
+    cfg = apply(ExperimentConfig.model_validate(base), config)
+    interval = cfg.tune.interval_env_steps if cfg.tune is not None else cfg.total_env_steps
+    state = None
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:  # a restart: its own (resume) or a better member's (exploit)
+        with checkpoint.as_directory() as d:
+            state, _ = load_latest(d)
+    plugins = get_plugins()
+    context = tune.get_context()
+    trial = Path(context.get_trial_dir()).name  # Ray's trial directory's name
+    member = int(context.get_trial_id().rsplit("_", 1)[-1])  # "<experiment>_<index>"
+    run_dir = _run_dir(Path(experiment) / trial, cfg)
+    while True:
+        done = int(state["env_steps"]) if state is not None else 0
+        stop_at = min(done + interval, cfg.total_env_steps)
+        state, path, score = train_interval(cfg, run_dir, state, stop_at, plugins, member)
+        steps = int(state["env_steps"])
+        with tempfile.TemporaryDirectory() as tmp:  # laid out as a run directory's
+            (Path(tmp) / path.parent.name).mkdir()
+            shutil.copy2(path, Path(tmp) / path.parent.name / path.name)
+            tune.report(
+                {"score": score, "env_steps": steps, "run_dir": str(run_dir)},
+                checkpoint=tune.Checkpoint.from_directory(tmp),
+            )
+        if steps >= cfg.total_env_steps:
+            return
+
+
+def _run_dir(home: Path, cfg: ExperimentConfig) -> Path:
+    """The member's run directory under its trial directory (made once, then continued)."""
+    runs = home / "run"
+    found = sorted(p for p in runs.glob("*") if p.is_dir()) if runs.exists() else []
+    if found:
+        return found[-1]
+    return create_run_dir(runs, cfg.name, cfg.seed, cfg.model_dump(mode="json"))

@@ -1,0 +1,161 @@
+"""``mtrl tune``: the search space handed to Ray Tune, an exploit's checkpoint round trip
+between members, and a population of two trained end to end (real Ray, in a private network
+namespace)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mtrl.config import parse_config
+from mtrl.errors import UserError
+from mtrl.testing.netns import in_private_network
+from mtrl.train.progress import TaskResult
+from mtrl.train.trainer import Trainer
+from mtrl.tune.member import member_score, train_interval
+from mtrl.tune.space import apply, bounds, mutations, param_space
+
+pytest.importorskip("ray.tune", reason="mtrl tune needs Ray Tune (pip install 'mtrl[tune]')")
+
+TINY = """
+name: pbt-tiny
+total_env_steps: {total}
+tasks: [{{env: gymnasium/CartPole-v1, num_envs: 8}}]
+actors: {{mode: serial}}
+learner: {{model: {{encoder_dim: 32, torso: [32]}}, batch_size: 8}}
+tracking: {{run_dir: {runs}, wandb: {{mode: disabled}}, final_eval_episodes: 2}}
+tune:
+  population: 2
+  interval_env_steps: 2000
+  quantile: 0.5
+  metric: return
+  search:
+    learner.learning_rate: {{log_uniform: [1.0e-4, 3.0e-3]}}
+    learner.entropy_coef: {{choice: [0.001, 0.02]}}
+    tasks.0.num_envs: {{choice: [4, 8]}}
+"""
+
+
+def _cfg(tmp_path: Path, total: int = 6000):
+    return parse_config(TINY.format(total=total, runs=tmp_path / "runs"), "tiny.yaml")
+
+
+def test_the_search_space_becomes_ray_tunes_and_a_members_values_its_config(tmp_path) -> None:
+    from ray.tune.search.sample import Categorical, Float
+
+    cfg = _cfg(tmp_path)
+    space = param_space(cfg.tune)
+    assert isinstance(space["learner.learning_rate"], Float)
+    assert isinstance(space["tasks.0.num_envs"], Categorical)
+    assert mutations(cfg.tune)["learner.entropy_coef"] == [0.001, 0.02]
+    member = apply(cfg, {"learner.learning_rate": 2e-3, "tasks.0.num_envs": 4.8})
+    assert member.learner.learning_rate == 2e-3
+    assert member.tasks[0].num_envs == 5  # a whole-number field gets its value rounded
+    with pytest.raises(ValueError):
+        apply(cfg, {"learner.learning_rate": -1.0})
+    pb2 = parse_config(
+        "tasks: [{env: gymnasium/CartPole-v1}]\n"
+        "tune: {algorithm: pb2, search: {learner.gamma: {uniform: [0.9, 0.999]}}}\n"
+    )
+    assert bounds(pb2.tune) == {"learner.gamma": [0.9, 0.999]}
+
+
+def _result(name: str, score: float | None, ret: float | None, episodes: int = 5) -> TaskResult:
+    return TaskResult(name, 100, episodes, ret, score, None)
+
+
+def test_the_score_ranks_by_normalised_score_or_return() -> None:
+    both = [_result("a", 0.5, 10.0), _result("b", 1.0, 30.0)]
+    assert member_score(both, "normalized_score") == 0.75
+    assert member_score(both, "return") == 20.0
+    assert member_score([_result("a", None, None, 0)], "return") == float("-inf")
+    with pytest.raises(UserError, match="have no normalised score"):
+        member_score([_result("a", None, 10.0)], "normalized_score")
+
+
+def test_an_exploit_copies_the_whole_state_and_keeps_the_members_hyperparameters(
+    tmp_path: Path,
+) -> None:
+    """Member B takes member A's checkpoint with its own explored values: B's learner then
+    holds A's weights, optimiser state, PopArt statistics and version exactly, its progress
+    counters are A's, and it trains on with B's step size and entropy weight."""
+    base = _cfg(tmp_path, total=20000)
+    a = apply(base, {"learner.learning_rate": 1e-3, "learner.entropy_coef": 0.001})
+    b = apply(base, {"learner.learning_rate": 2.5e-3, "learner.entropy_coef": 0.02})
+    a_dir = tmp_path / "a"
+    a_dir.mkdir()
+    state, path, _ = train_interval(a, a_dir, None, 2000, member=0)
+    assert path.exists() and int(state["env_steps"]) >= 2000
+    b_dir = tmp_path / "b"
+    b_dir.mkdir()
+    trainer = Trainer(b, console=False, run_dir=b_dir)
+    try:
+        trainer.load_state_dict(state)
+        got = trainer.learner.state_dict()
+        for name, want in state["learner"]["model"].items():
+            assert torch.equal(got["model"][name], want), name
+        for key in ("mu", "nu", "version"):
+            assert torch.equal(torch.as_tensor(got[key]), torch.as_tensor(state["learner"][key]))
+        want_opt = state["learner"]["optimizer"]["state"]
+        for idx, slots in want_opt.items():
+            for slot, value in slots.items():
+                assert torch.equal(got["optimizer"]["state"][idx][slot], value), (idx, slot)
+        assert trainer.env_steps == state["env_steps"]
+        trainer.learner.set_progress(0.0)
+        assert trainer.learner.optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-3)
+        assert trainer.learner.cfg.entropy_coef == 0.02
+    finally:
+        trainer.close()
+    # And through train_interval, as a member restarted by PBT does: it continues A's steps.
+    state_b, _, _ = train_interval(b, b_dir, state, int(state["env_steps"]) + 1000, member=1)
+    assert int(state_b["env_steps"]) >= int(state["env_steps"]) + 1000
+    assert state_b["learner"]["version"] > state["learner"]["version"]
+
+
+def _tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cmd = in_private_network([sys.executable, "-m", "mtrl.cli", "tune", *args])
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=cwd, env=env)
+
+
+@pytest.mark.timeout(1000)
+def test_a_population_of_two_trains_exploits_and_explores(tmp_path: Path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY.format(total=6000, runs=tmp_path / "runs"))
+    res = _tune(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    exp = tmp_path / "tune" / "pbt-tiny"
+    rows = list(csv.DictReader((exp / "members.csv").open()))
+    assert len(rows) == 2
+    for row in rows:
+        assert int(row["env_steps"]) >= 6000
+        assert float(row["score"]) > 0
+        run_dir = Path(row["run_dir"])
+        assert run_dir.is_relative_to(exp), "each member's run lives in the experiment"
+        assert (run_dir / "metrics.jsonl").exists() and list(run_dir.glob("checkpoints/*.pt"))
+    # Synchronous PBT with quantile 0.5 and two members: at each of the two inner interval
+    # ends the worse member copies the better one and perturbs what it searches.
+    exploits = [json.loads(line) for line in (exp / "pbt_global.txt").read_text().splitlines()]
+    assert len(exploits) == 2
+    for _, _, _, _, old, new in exploits:
+        assert set(new) == {"learner.learning_rate", "learner.entropy_coef", "tasks.0.num_envs"}
+        assert new["learner.learning_rate"] != old["learner.learning_rate"]  # explored
+    again = _tune(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
+    assert again.returncode == 2 and "exists: continue it with --resume" in again.stderr
+
+
+def test_a_config_without_a_tune_section_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "plain.yaml"
+    config.write_text("tasks: [{env: gymnasium/CartPole-v1}]\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", "tune", str(config)], capture_output=True, text=True
+    )
+    assert res.returncode == 2
+    assert "no tune: section" in res.stderr and "Traceback" not in res.stderr
