@@ -611,6 +611,7 @@ checkpoint: {{enabled: false}}
             "local": pool.local_per_task(),
             "remote": pool.remote.actors_per_task(),
             "remote_nodes": remote_nodes,
+            "reached": bool(remote_nodes),  # done held (else the run hit DEADLINE_S)
             "steps": {t.name: t.env_steps for t in result.tasks},
             "tasks": {
                 t.name: {"final": t.mean_return, "greedy": t.greedy_eval} for t in result.tasks

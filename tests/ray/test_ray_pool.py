@@ -115,6 +115,10 @@ def test_local_actors_use_central_inference_beside_ray_actors_on_their_node(
     tmp_path: Path,
 ) -> None:
     r = run_scenario("local_and_remote_actors", tmp=str(tmp_path), learned=200.0)
+    assert r["reached"], (
+        "the run hit its deadline before the pinned task delivered and the local one learned: "
+        f"steps {r['steps']}, tasks {r['tasks']}, remote actors {r['remote']}"
+    )
     assert r["kind"] == "HybridPool"
     assert r["local"] == [2, 0], "the unpinned task's actors run here, up to local_actors"
     assert r["remote"] == [0, 2] and set(r["remote_nodes"]) == {r["sim_b"]}, "pinned: Ray"
