@@ -110,6 +110,7 @@ def train(
         "reached": reached(yaml.safe_load(cfg.read_text()), last),
         "tx_mb": [(net.tx_bytes(i) - b) / 1e6 for i, b in enumerate(before)],
         "greedy": {t: last.get(f"eval/{t}/greedy_return") for t in tasks},
+        "returns": {t: last.get(f"task/{t}/return") for t in tasks},  # recent, training
         "sync": {k: v for k, v in last.items() if k.startswith("sync/")},
     }
 
