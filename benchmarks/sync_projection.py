@@ -5,8 +5,10 @@ Per learner update of one replica (``t``: its compute time; ``S``: the bytes of 
 gradient it shares; ``N`` replicas; a link of one-way latency ``L`` and bandwidth ``W`` per
 host; ``H``: updates between syncs; ``F``: how much slower the slowest replica computes):
 
-- ``allreduce``: a ring all-reduce every update: ``F·t + 2(N−1)·L + 2(N−1)/N · S/W``; it sends
-  ``2(N−1)/N · S`` per update (every replica waits for the slowest: ``F·t``);
+- ``allreduce``: a ring all-reduce of the gradients every update and 5 small ones (sample
+  count, PopArt sums, clip norm, metrics, the joint stop decision: latency only):
+  ``F·t + 6·2(N−1)·L + 2(N−1)/N · S/W``; it sends ``2(N−1)/N · S`` per update (every replica
+  waits for the slowest: ``F·t``);
 - ``local_sgd`` / ``diloco``: the same all-reduce once per ``H`` updates, plus the joint
   decision's small all-reduce (latency only): ``F·t + (2(N−1)·L·2 + 2(N−1)/N · S/W) / H``;
   ``2(N−1)/N · S / H`` bytes per update;
@@ -35,6 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, write_result
 
 MODES = ("allreduce", "local_sgd", "diloco", "async")
+#: Small all-reduces of an all-reduce update besides the gradients' (latency only): the sample
+#: count, PopArt's moment sums, the clip norm, the metric sums and the joint stop decision.
+SMALL_COLLECTIVES = 5
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,8 @@ def update_seconds(
 ) -> float:
     """Seconds per update of a fast replica (module docstring)."""
     if mode == "allreduce":
-        return straggler * compute_s + ring_seconds(state_bytes, n, latency_s, bandwidth)
+        small = SMALL_COLLECTIVES * ring_seconds(0, n, latency_s, bandwidth)
+        return straggler * compute_s + ring_seconds(state_bytes, n, latency_s, bandwidth) + small
     if mode in ("local_sgd", "diloco"):
         sync = ring_seconds(state_bytes, n, latency_s, bandwidth) + ring_seconds(
             0, n, latency_s, bandwidth

@@ -22,7 +22,7 @@ def test_free_links_cost_nothing_and_one_period_is_allreduce() -> None:
     slow = (8, T, S, 0.01, 12.5e6)
     reduced = update_seconds("allreduce", *slow)
     local = update_seconds("local_sgd", *slow, every=1)
-    assert local == pytest.approx(reduced + 2 * 7 * 0.01)  # plus the joint decision's latency
+    assert local == pytest.approx(reduced - 4 * 2 * 7 * 0.01)  # 2 collectives against 6
     assert update_seconds("local_sgd", *slow, every=50) < reduced / 5
     assert bytes_per_update("allreduce", 8, S) == pytest.approx(
         50 * bytes_per_update("diloco", 8, S)
@@ -40,7 +40,7 @@ def test_a_straggler_slows_every_synchronous_replica_but_not_async() -> None:
 
 def test_the_latency_term_of_a_ring_grows_with_the_replicas() -> None:
     wan = (T, S, 0.01, 1.25e9)
-    assert update_seconds("allreduce", 1024, *wan) > 20.0  # 2 x 1023 x 10 ms per update
+    assert update_seconds("allreduce", 1024, *wan) > 120.0  # 6 x 2 x 1023 x 10 ms per update
     assert update_seconds("diloco", 1024, *wan, every=500) < 0.2
 
 
