@@ -53,7 +53,7 @@ from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
 from mtrl.learner.features import embed_batches
 from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
 from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
-from mtrl.learner.replica_state import ReplicaState, flatten, unflatten_into
+from mtrl.learner.replica_state import ReplicaState, pack, unpack
 from mtrl.learner.task_gradients import SharedGradients
 from mtrl.learner.vtrace import VTraceReturns, vtrace
 
@@ -414,30 +414,15 @@ class ImpalaLearner:
 
     def replica_state(self) -> ReplicaState:
         """Parameters with the value heads unnormalised, and the averaged statistics."""
-        model = self.model
         mu, sigma = self._stats()
-        with torch.no_grad():
-            unnormalised = {
-                id(model.value_weight): model.value_weight * sigma.unsqueeze(1),
-                id(model.value_bias): model.value_bias * sigma + mu,
-            }
-        params = [unnormalised.get(id(p), p) for p in model.parameters()]
-        stats = [self.mu, self.nu, self.value_scale, self.entropy_boost]
-        return ReplicaState(
-            flatten(params), flatten(stats, torch.float64), self.popart_seen.clone()
-        )
+        return pack(self.model, mu, sigma, self._replica_stats(), self.popart_seen)
 
-    @torch.no_grad()
     def load_replica_state(self, state: ReplicaState) -> None:
         """Take averaged statistics, then the parameters, normalising the value heads by them."""
-        stats = [self.mu, self.nu, self.value_scale, self.entropy_boost]
-        unflatten_into(state.stats.to(self.device), stats)
-        self.popart_seen.copy_(state.seen.to(self.device))
-        model = self.model
-        unflatten_into(state.params.to(self.device), list(model.parameters()))
-        mu, sigma = self._stats()
-        model.value_weight.div_(sigma.unsqueeze(1))
-        model.value_bias.sub_(mu).div_(sigma)
+        unpack(state, self.model, self._replica_stats(), self.popart_seen, self._stats)
+
+    def _replica_stats(self) -> list[torch.Tensor]:
+        return [self.mu, self.nu, self.value_scale, self.entropy_boost]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])

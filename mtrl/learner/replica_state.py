@@ -20,11 +20,12 @@ own batches and, now and then, the replicas combine what they learned
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
+from torch import nn
 
 __all__ = [
     "Reconcilable",
@@ -32,7 +33,9 @@ __all__ = [
     "flatten",
     "mean_state",
     "outer_step",
+    "pack",
     "unflatten_into",
+    "unpack",
 ]
 
 
@@ -115,3 +118,41 @@ def mean_state(states: Sequence[ReplicaState]) -> ReplicaState:
     stats = torch.stack([s.stats for s in states]).mean(0)
     seen = torch.stack([s.seen for s in states]).any(0)
     return ReplicaState(params, stats, seen)
+
+
+def pack(
+    model: nn.Module,
+    mu: torch.Tensor,
+    sigma: torch.Tensor,
+    stats: Sequence[torch.Tensor],
+    seen: torch.Tensor,
+) -> ReplicaState:
+    """A learner's :class:`ReplicaState`: ``model``'s parameters with its value heads
+    (``value_weight [K, H]``, ``value_bias [K]``) unnormalised by PopArt's ``mu`` and
+    ``sigma`` (0 and 1 without PopArt), ``stats`` flattened in float64, ``seen`` copied."""
+    with torch.no_grad():
+        unnormalised = {
+            id(model.value_weight): model.value_weight * sigma.unsqueeze(1),
+            id(model.value_bias): model.value_bias * sigma + mu,
+        }
+    params = [unnormalised.get(id(p), p) for p in model.parameters()]
+    return ReplicaState(flatten(params), flatten(stats, torch.float64), seen.clone())
+
+
+@torch.no_grad()
+def unpack(
+    state: ReplicaState,
+    model: nn.Module,
+    stats: Sequence[torch.Tensor],
+    seen: torch.Tensor,
+    mu_sigma: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+) -> None:
+    """:func:`pack` undone into a learner: the statistics first, then the parameters, the
+    value heads normalised by the new statistics (``mu_sigma()`` reads them)."""
+    device = seen.device
+    unflatten_into(state.stats.to(device), stats)
+    seen.copy_(state.seen.to(device))
+    unflatten_into(state.params.to(device), list(model.parameters()))
+    mu, sigma = mu_sigma()
+    model.value_weight.div_(sigma.unsqueeze(1))
+    model.value_bias.sub_(mu).div_(sigma)

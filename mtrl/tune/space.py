@@ -8,7 +8,6 @@ values rounded (PBT's perturbation multiplies by 0.8 or 1.2).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from mtrl.config import ExperimentConfig, TuneConfig
@@ -63,5 +62,4 @@ def apply(cfg: ExperimentConfig, values: dict[str, Any]) -> ExperimentConfig:
     for path, value in values.items():
         current = get_path(data, path)
         set_path(data, path, round(value) if isinstance(current, int) else float(value))
-    out = ExperimentConfig.model_validate(copy.deepcopy(data))
-    return out
+    return ExperimentConfig.model_validate(data)
