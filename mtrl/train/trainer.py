@@ -207,7 +207,6 @@ class Trainer:
                 device_columns += runner.env.num_envs
             observe_faults(self.pool, self.rebalancer, self.names)
             take = self._take(cfg.learner.batch_size - device_columns)
-            learned = take is not None
             if take is not None:
                 metrics = self._learn(take, on_device)
                 on_device, device_columns = [], 0
@@ -219,7 +218,7 @@ class Trainer:
             due = self.run_dir is not None and run_state.checkpoint_due(
                 ck, self.run_env_steps - last_ckpt_steps, now - last_ckpt_t
             )
-            done, save = self._done(learned, due)
+            done, save = self._done(due)
             rebalance(self.pool, self.rebalancer, self.queue, self.names)
             if now - last_log >= cfg.tracking.log_every_s:
                 sps = (self.env_steps - steps_at_log) / (now - last_log)
@@ -297,7 +296,7 @@ class Trainer:
             self.tracker.add_episodes(self.names[runner.task], p.env_steps, returns, lengths, wall)
             self.rebalancer.observe_episodes(runner.task, returns)
 
-    def _done(self, learned: bool, checkpoint_due: bool = False) -> tuple[bool, bool]:
+    def _done(self, checkpoint_due: bool = False) -> tuple[bool, bool]:
         """(stop, save a checkpoint now): replicas decide both together where they meet
         (:mod:`mtrl.train.replica_decisions`), so none leaves while the others wait in a
         collective, and all take part in a checkpoint."""
