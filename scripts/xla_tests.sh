@@ -34,10 +34,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$key" ]; then
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" > "$log" 2>&1 \
     || skip "cannot create $venv: $(tail -n 3 "$log")"
   pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
-  # torch and torch_xla in one resolve, with mtrl's runtime and test deps, so nothing moves torch.
+  # torch and torch_xla in one resolve, with mtrl's runtime and test deps, so nothing moves torch
+  # (pyzmq: the async replicas' gossip in tests/parallel; hypothesis: tests/learner's properties).
   if ! "${pip[@]}" "$torch_req" "$xla_req" numpy "gymnasium[classic-control]>=1.0" \
       "pluggy>=1.5" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13" "scipy>=1.10" "pytest>=8" \
-      "pytest-timeout>=2" \
+      "pytest-timeout>=2" "hypothesis>=6.100" "pyzmq>=26" \
       >> "$log" 2>&1; then
     skip "pip could not install $torch_req $xla_req (see $log): $(grep -v '^WARNING' "$log" | tail -n 3 | tr '\n' ' ')"
   fi
