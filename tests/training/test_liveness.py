@@ -129,7 +129,11 @@ def test_a_hung_env_is_reported_as_a_stall_naming_the_actor_that_steps(
 ) -> None:
     """One actor per task: the healthy task's actor fills its slots and waits while the other
     task's env sleeps in a step, so no update can happen; the report says which is which, and
-    the run goes on once the hang is caught (``step_timeout_s``) and the actor restarted."""
+    the run goes on once the hang is caught (``step_timeout_s``) and the actor restarted.
+
+    The first report comes ``max(stall_warning_s, 20 × slowest recent unroll)`` into the stall;
+    on a busy machine that can pass 8 s, so the hang lasts 20 s before it is caught, and any
+    report made while it lasts may be the one that names both actors."""
     yaml = f"""
 total_env_steps: 3000
 tasks:
@@ -140,7 +144,7 @@ tasks:
     env_kwargs: {{env: gymnasium/CartPole-v1, hang_after: 20, hang_s: 600,
                  faulty_instances: 1, marker_dir: {tmp_path}/markers}}
 actors: {{mode: process, start_method: forkserver}}
-scheduler: {{num_actors: 2, step_timeout_s: 8}}
+scheduler: {{num_actors: 2, step_timeout_s: 20}}
 learner: {{unroll_length: {UNROLL}, batch_size: 64, model: {{encoder_dim: 8, torso: [8]}}}}
 checkpoint: {{enabled: false}}
 tracking: {{console: quiet, csv: false, wandb: {{mode: disabled}}, final_eval_episodes: 0,
@@ -148,7 +152,11 @@ tracking: {{console: quiet, csv: false, wandb: {{mode: disabled}}, final_eval_ep
 """
     assert (_train(yaml) or 0) >= 2
     out = capsys.readouterr().out
-    report = out[out.index("WARNING: no learner update for") :]
-    assert "the learner waits for 64 env columns" in report
-    assert "  healthy: 1 waiting for a free slot" in report
-    assert "  sleepy: 1 stepping" in report
+    reports = out.split("WARNING: no learner update for")[1:]
+    assert reports, out[-4000:]
+    lines = (
+        "the learner waits for 64 env columns",
+        "  healthy: 1 waiting for a free slot",
+        "  sleepy: 1 stepping",
+    )
+    assert any(all(line in r for line in lines) for r in reports), out[-4000:]
