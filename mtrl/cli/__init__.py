@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from mtrl.cli.exit_codes import EXIT_USER_ERROR
+from mtrl.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USER_ERROR
 from mtrl.cli.parser import build_parser
 from mtrl.errors import UserError
 
@@ -32,4 +32,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

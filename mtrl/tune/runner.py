@@ -3,9 +3,8 @@
 reachable on loopback only, or the cluster ``actors.ray.address`` / ``RAY_ADDRESS`` names).
 
 Every member gets an equal share of the cluster's CPUs as its Ray resources, so the whole
-population trains at once; each member's actors are its own processes. PBT runs synchronously
-(``synch=True``): at each interval's end the members wait for each other and are ranked at the
-same env steps, so a member is never judged against one that trained longer.
+population trains at once; each member's actors are its own processes. The scheduler
+(:mod:`mtrl.tune.schedulers`) ranks the members at equal env steps.
 
 Results: Ray Tune's experiment directory ``DIR/NAME`` (a trial directory per member, holding
 the member's mtrl run directory under ``run/``; on a multi-node cluster ``DIR`` must be shared
@@ -23,7 +22,7 @@ from typing import Any
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
 from mtrl.tune.member import train_member
-from mtrl.tune.space import bounds, mutations, param_space
+from mtrl.tune.space import param_space
 
 __all__ = ["MemberResult", "run_population"]
 
@@ -39,30 +38,6 @@ class MemberResult:
     run_dir: str | None
 
 
-def _scheduler(cfg: ExperimentConfig) -> Any:
-    tc = cfg.tune
-    assert tc is not None
-    common = dict(
-        time_attr="env_steps",
-        metric="score",
-        mode="max",
-        perturbation_interval=tc.interval_env_steps,
-        quantile_fraction=tc.quantile,
-    )
-    if tc.algorithm == "pb2":
-        from ray.tune.schedulers.pb2 import PB2
-
-        return PB2(hyperparam_bounds=bounds(tc), **common)
-    from ray.tune.schedulers import PopulationBasedTraining
-
-    return PopulationBasedTraining(
-        hyperparam_mutations=mutations(tc),
-        resample_probability=tc.resample_probability,
-        synch=True,  # members are compared at the same env steps (module docstring)
-        **common,
-    )
-
-
 def run_population(
     cfg: ExperimentConfig, out_dir: Path, resume: bool = False
 ) -> tuple[Path, list[MemberResult]]:
@@ -76,6 +51,7 @@ def run_population(
     except ImportError as e:
         raise UserError(f"mtrl tune needs Ray Tune: pip install 'mtrl[tune]' ({e})") from None
     from mtrl.actors.ray_cluster import connect
+    from mtrl.tune.schedulers import make_scheduler
 
     session = connect(cfg.actors.ray)
     try:
@@ -99,7 +75,9 @@ def run_population(
                 trainable,
                 param_space=param_space(cfg.tune),
                 tune_config=tune.TuneConfig(
-                    scheduler=_scheduler(cfg), num_samples=cfg.tune.population, reuse_actors=False
+                    scheduler=make_scheduler(cfg),
+                    num_samples=cfg.tune.population,
+                    reuse_actors=False,
                 ),
                 run_config=tune.RunConfig(
                     name=cfg.name,

@@ -1,14 +1,16 @@
 """``mtrl tune``: the search space handed to Ray Tune, an exploit's checkpoint round trip
-between members, and a population of two trained end to end (real Ray, in a private network
-namespace)."""
+between members, the scheduler's meeting points, and a population of two trained end to end,
+interrupted and resumed (real Ray, in a private network namespace)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +69,17 @@ def test_the_search_space_becomes_ray_tunes_and_a_members_values_its_config(tmp_
     assert bounds(pb2.tune) == {"learner.gamma": [0.9, 0.999]}
 
 
+def test_the_next_meeting_lies_past_every_member() -> None:
+    """Ray's planned point while no member has reached it; else one step past the furthest
+    (without it, a restored or overshooting population waits at its meeting point forever)."""
+    from mtrl.tune.schedulers import next_meeting  # imports Ray Tune
+
+    assert next_meeting(4000, [2080, 2070]) == 4000
+    assert next_meeting(4160, [4160, 4100]) == 4161
+    assert next_meeting(4000, [4160, 4100]) == 4161
+    assert next_meeting(2000, []) == 2000
+
+
 def _result(name: str, score: float | None, ret: float | None, episodes: int = 5) -> TaskResult:
     return TaskResult(name, 100, episodes, ret, score, None)
 
@@ -119,44 +132,104 @@ def test_an_exploit_copies_the_whole_state_and_keeps_the_members_hyperparameters
     assert state_b["learner"]["version"] > state["learner"]["version"]
 
 
-def _tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _tune_command(*args: str) -> tuple[list[str], dict[str, str]]:
     cmd = in_private_network([sys.executable, "-m", "mtrl.cli", "tune", *args])
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled"}
+    return cmd, {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled"}
+
+
+def _tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cmd, env = _tune_command(*args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=cwd, env=env)
 
 
+def _tune_process(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """``mtrl tune`` started, its stderr into its stdout (the private network namespace's
+    ``unshare`` and shell exec into Python, so the process is Python's, and signals reach it)."""
+    cmd, env = _tune_command(*args)
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=env
+    )
+
+
+def _members(exp: Path) -> list[Path]:
+    return sorted(p for p in exp.glob("train_member_*") if p.is_dir())
+
+
+def _steps_logged(trial: Path) -> list[int]:
+    """The env steps of each metrics record of a member's run, in the order written."""
+    (run,) = (trial / "run").iterdir()  # continued, never a second run directory
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [int(json.loads(line)["charts/env_steps"]) for line in lines]
+
+
 @pytest.mark.timeout(1000)
-def test_a_population_of_two_trains_exploits_and_explores(tmp_path: Path) -> None:
+def test_a_population_of_two_trains_exploits_explores_and_resumes_after_ctrl_c(
+    tmp_path: Path,
+) -> None:
+    """Interrupted (SIGINT, as Ctrl-C sends) after both members' second interval, ``mtrl
+    tune`` says how to continue and exits 130; ``--resume`` continues each member from its
+    checkpoint (its env steps never go back) to the end, past the meeting points Ray Tune's
+    synchronous PBT would otherwise wait at forever after a restore."""
     config = tmp_path / "tiny.yaml"
-    config.write_text(TINY.format(total=6000, runs=tmp_path / "runs"))
-    res = _tune(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    total = 8000
+    config.write_text(TINY.format(total=total, runs=tmp_path / "runs"))
     exp = tmp_path / "tune" / "pbt-tiny"
+    proc = _tune_process(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
+    try:
+        while not (
+            len(_members(exp)) == 2
+            and all((t / "checkpoint_000001").exists() for t in _members(exp))
+        ):
+            assert proc.poll() is None, proc.communicate()[0][-4000:]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out[-4000:]
+    assert f"continue with: mtrl tune {config} --dir {tmp_path / 'tune'} --resume" in out
+    before = {t.name: max(_steps_logged(t)) for t in _members(exp)}
+    assert min(before.values()) >= 4000 and max(before.values()) < total, before
+    again = _tune(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
+    assert again.returncode == 2 and "exists: continue it with --resume" in again.stderr
+
+    res = _tune(str(config), "--dir", str(tmp_path / "tune"), "--resume", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rows = list(csv.DictReader((exp / "members.csv").open()))
     assert len(rows) == 2
     for row in rows:
-        assert int(row["env_steps"]) >= 6000
+        assert int(row["env_steps"]) >= total
         assert float(row["score"]) > 0
         run_dir = Path(row["run_dir"])
         assert run_dir.is_relative_to(exp), "each member's run lives in the experiment"
         assert (run_dir / "metrics.jsonl").exists() and list(run_dir.glob("checkpoints/*.pt"))
+    for trial in _members(exp):
+        steps = _steps_logged(trial)
+        assert steps == sorted(steps) and steps[-1] >= total, (trial.name, steps)
     # Synchronous PBT with quantile 0.5 and two members: at the inner interval ends the worse
-    # member copies the better one and perturbs what it searches (at each of the two, when
+    # member copies the better one and perturbs what it searches (at each of the three, when
     # their scores differ).
     exploits = [json.loads(line) for line in (exp / "pbt_global.txt").read_text().splitlines()]
-    assert 1 <= len(exploits) <= 2, exploits
+    assert 1 <= len(exploits) <= 3, exploits
     for _, _, _, _, old, new in exploits:
         assert set(new) == {"learner.learning_rate", "learner.entropy_coef", "tasks.0.num_envs"}
         assert new["learner.learning_rate"] != old["learner.learning_rate"]  # explored
-    again = _tune(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
-    assert again.returncode == 2 and "exists: continue it with --resume" in again.stderr
 
 
-def test_a_config_without_a_tune_section_is_refused(tmp_path: Path) -> None:
-    config = tmp_path / "plain.yaml"
-    config.write_text("tasks: [{env: gymnasium/CartPole-v1}]\n")
-    res = subprocess.run(
-        [sys.executable, "-m", "mtrl.cli", "tune", str(config)], capture_output=True, text=True
-    )
-    assert res.returncode == 2
-    assert "no tune: section" in res.stderr and "Traceback" not in res.stderr
+def test_a_config_without_a_tune_section_or_a_resume_that_changes_the_population_is_refused(
+    tmp_path: Path,
+) -> None:
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("tasks: [{env: gymnasium/CartPole-v1}]\n")
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(TINY.format(total=6000, runs=tmp_path / "runs"))
+    for args, says in (
+        ([str(plain)], "no tune: section"),
+        ([str(tiny), "--resume", "--total-env-steps", "9000"], "--total-env-steps cannot change"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "mtrl.cli", "tune", *args], capture_output=True, text=True
+        )
+        assert res.returncode == 2, res.stderr
+        assert says in res.stderr and "Traceback" not in res.stderr
