@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -47,12 +48,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write PNG figures (learning curves, throughput, actors, policy lag, PopArt σ, losses,
     the learner's per-task diagnostics) from the metrics of one or several run directories,
-    overlaid for comparison."""
+    overlaid for comparison. A population's directory (``mtrl tune``) stands for its members'
+    runs, and adds population.png (each member's score and hyperparameters over env steps,
+    its exploits marked) and a table of the members."""
     from mtrl.tracking.report import write_report
+    from mtrl.tune.history import is_population, read_population
+    from mtrl.tune.report import member_table, write_population_figure
 
+    run_dirs: list[Path] = []
+    populations = []
+    for d in map(Path, args.run_dirs):
+        if is_population(d):
+            members = read_population(d)
+            populations.append((d, members))
+            run_dirs.extend(m.run_dir for m in members)
+        else:
+            run_dirs.append(d)
+    if args.output is None and len(args.run_dirs) == 1 and populations:
+        args.output = populations[0][0] / "plots"
     written = write_report(
-        args.run_dirs, args.output, note=lambda line: print(f"note: {line}", file=sys.stderr)
+        run_dirs, args.output, note=lambda line: print(f"note: {line}", file=sys.stderr)
     )
+    for d, members in populations:
+        print(f"population {d}:")
+        for line in member_table(members):
+            print(f"  {line}")
+        out = Path(args.output) if args.output is not None else Path("report")
+        if len(populations) > 1:
+            out = out / d.name
+        written.append(write_population_figure(members, out))
     for path in written:
         print(path)
     if not written:

@@ -114,7 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="plot learning curves and run statistics of run directories",
         description=cmd_report.__doc__,
     )
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories")
+    p.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories, or a population's directory (mtrl tune: DIR/NAME)",
+    )
     p.add_argument(
         "--output",
         "-o",

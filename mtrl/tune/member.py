@@ -9,7 +9,8 @@ starts the member again from a better member's checkpoint and with explored hype
 the weights, optimiser state, PopArt statistics, progress counters and actor counts all come
 from the checkpoint (exactly what ``mtrl train --resume`` restores); the hyperparameters come
 from the member's new config. The step-size schedule runs over the whole budget
-(``total_env_steps``), not over an interval.
+(``total_env_steps``), not over an interval. Each interval is recorded in the member's run
+directory (:mod:`mtrl.tune.history`), with the member it copied after an exploit.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mtrl.errors import UserError
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train.progress import TaskResult
 from mtrl.train.trainer import Trainer
+from mtrl.tune.history import Interval, read_origin, record_interval, write_origin
 from mtrl.tune.space import apply
 
 __all__ = ["IntervalTrainer", "member_score", "train_interval", "train_member"]
@@ -118,24 +120,30 @@ def train_member(config: dict[str, Any], base: dict[str, Any], experiment: str) 
 
     cfg = apply(ExperimentConfig.model_validate(base), config)
     interval = cfg.tune.interval_env_steps if cfg.tune is not None else cfg.total_env_steps
-    state = None
+    context = tune.get_context()
+    trial = Path(context.get_trial_dir()).name  # Ray's trial directory's name
+    member = int(context.get_trial_id().rsplit("_", 1)[-1])  # "<experiment>_<index>"
+    state, origin = None, None
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:  # a restart: its own (resume) or a better member's (exploit)
         with checkpoint.as_directory() as d:
             state, _ = load_latest(d)
+            origin = read_origin(Path(d))
+    copied_from = origin if origin != trial else None
     plugins = get_plugins()
-    context = tune.get_context()
-    trial = Path(context.get_trial_dir()).name  # Ray's trial directory's name
-    member = int(context.get_trial_id().rsplit("_", 1)[-1])  # "<experiment>_<index>"
     run_dir = _run_dir(Path(experiment) / trial, cfg)
     while True:
         done = int(state["env_steps"]) if state is not None else 0
         stop_at = min(done + interval, cfg.total_env_steps)
         state, path, score = train_interval(cfg, run_dir, state, stop_at, plugins, member)
         steps = int(state["env_steps"])
+        if steps > done:  # not an interval cut short before its first update (Ctrl-C)
+            record_interval(run_dir, Interval(steps, score, dict(config), copied_from))
+            copied_from = None
         with tempfile.TemporaryDirectory() as tmp:  # laid out as a run directory's
             (Path(tmp) / path.parent.name).mkdir()
             shutil.copy2(path, Path(tmp) / path.parent.name / path.name)
+            write_origin(Path(tmp), trial)
             tune.report(
                 {"score": score, "env_steps": steps, "run_dir": str(run_dir)},
                 checkpoint=tune.Checkpoint.from_directory(tmp),

@@ -21,6 +21,7 @@ from mtrl.errors import UserError
 from mtrl.testing.netns import in_private_network
 from mtrl.train.progress import TaskResult
 from mtrl.train.trainer import Trainer
+from mtrl.tune.history import read_population
 from mtrl.tune.member import member_score, train_interval
 from mtrl.tune.space import apply, bounds, mutations, param_space
 
@@ -155,6 +156,12 @@ def _members(exp: Path) -> list[Path]:
     return sorted(p for p in exp.glob("train_member_*") if p.is_dir())
 
 
+def _intervals_done(exp: Path) -> int:
+    """The fewest intervals any of the two members has recorded (0 before both started)."""
+    members = read_population(exp)
+    return min((len(m.intervals) for m in members), default=0) if len(members) == 2 else 0
+
+
 def _steps_logged(trial: Path) -> list[int]:
     """The env steps of each metrics record of a member's run, in the order written."""
     (run,) = (trial / "run").iterdir()  # continued, never a second run directory
@@ -176,10 +183,7 @@ def test_a_population_of_two_trains_exploits_explores_and_resumes_after_ctrl_c(
     exp = tmp_path / "tune" / "pbt-tiny"
     proc = _tune_process(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
     try:
-        while not (
-            len(_members(exp)) == 2
-            and all((t / "checkpoint_000001").exists() for t in _members(exp))
-        ):
+        while not (exp.exists() and _intervals_done(exp) >= 2):
             assert proc.poll() is None, proc.communicate()[0][-4000:]
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
@@ -215,6 +219,23 @@ def test_a_population_of_two_trains_exploits_explores_and_resumes_after_ctrl_c(
     for _, _, _, _, old, new in exploits:
         assert set(new) == {"learner.learning_rate", "learner.entropy_coef", "tasks.0.num_envs"}
         assert new["learner.learning_rate"] != old["learner.learning_rate"]  # explored
+    # Each member's intervals, as the members recorded them: every exploit, those before the
+    # interrupt included (Ray Tune's pbt_global.txt holds only those since the resume).
+    members = read_population(exp)
+    copies = [(m.trial, i) for m in members for i in m.intervals if i.copied_from is not None]
+    assert len(copies) >= len(exploits)
+    assert all(i.copied_from in {t.name for t in _members(exp)} - {t} for t, i in copies)
+    for m in members:
+        steps = [i.env_steps for i in m.intervals]
+        assert steps == sorted(steps) and steps[-1] >= total
+    report = subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", "report", str(exp)], capture_output=True, text=True
+    )
+    assert report.returncode == 0, report.stderr
+    assert "member 0: score" in report.stdout and "member 1: score" in report.stdout
+    assert "copied member" in report.stdout
+    assert (exp / "plots" / "population.png").exists()
+    assert (exp / "plots" / "return_vs_steps.png").exists()
 
 
 def test_a_config_without_a_tune_section_or_a_resume_that_changes_the_population_is_refused(
