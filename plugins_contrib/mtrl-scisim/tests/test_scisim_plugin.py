@@ -21,7 +21,7 @@ def test_entry_point_is_discovered() -> None:
     info = get_plugins().infos["scisim"]
     assert info.status == "ok", info.errors
     assert info.package == "mtrl-scisim"
-    assert sorted(info.envs) == ["scisim/epidemic", "scisim/heat1d"]
+    assert sorted(info.envs) == ["scisim/epidemic", "scisim/heat1d", "scisim/outbreak-boundary"]
 
 
 def test_registered_metadata() -> None:

@@ -1,4 +1,5 @@
-"""The mtrl plugin: registers ``scisim/heat1d`` and ``scisim/epidemic``.
+"""The mtrl plugin: registers ``scisim/heat1d``, ``scisim/epidemic`` and
+``scisim/outbreak-boundary`` (steering an ensemble of epidemics, :mod:`mtrl_scisim.steer`).
 
 Registration only builds gymnasium spaces; the simulators are imported when an env is built.
 ``heat1d``'s spaces depend on its kwargs (``n_heaters``, ``n_sensors``), so they are not
@@ -39,6 +40,14 @@ def make_epidemic(num_envs: int, seed: int = 0, **kwargs: Any) -> BatchEnv:
     return EpidemicBatchEnv(num_envs, seed, **kwargs)
 
 
+def make_outbreak_boundary(num_envs: int, seed: int = 0, **kwargs: Any) -> BatchEnv:
+    """Build ``num_envs`` outbreak studies (kwargs: :class:`mtrl_scisim.steer.
+    OutbreakBoundaryBatchEnv` and :class:`mtrl_scisim.steer.OutbreakStudy`)."""
+    from mtrl_scisim.steer import OutbreakBoundaryBatchEnv
+
+    return OutbreakBoundaryBatchEnv(num_envs, seed, **kwargs)
+
+
 @hookimpl
 def mtrl_register_envs(register: EnvRegistrar) -> None:
     """Offer the heat-equation control task and the SIR epidemic task."""
@@ -65,4 +74,14 @@ def mtrl_register_envs(register: EnvRegistrar) -> None:
         stochastic=True,
         random_score=RANDOM_SCORES.get("epidemic"),
         max_episode_steps=EPIDEMIC_HORIZON,
+    )
+    register.env(
+        "outbreak-boundary",
+        make_outbreak_boundary,
+        description=(
+            "steer an ensemble of SIR epidemics: choose the (R0, I0) of the next runs to map "
+            "where a major outbreak is more likely than not; reward: the drop in misclassified "
+            "area"
+        ),
+        stochastic=True,
     )
