@@ -7,7 +7,7 @@ envs per task, few actors), waiting for a full batch waits forever; so once ever
 actor has all its slots with the learner (:func:`no_more_unrolls`), the update takes what is
 there, and the run says so once (:func:`short_batch_message`). :class:`StallWatch` and
 :func:`stall_report` cover what is left: actors that are starting, restarting, quarantined,
-or slower than anyone expected.
+or slower than anyone expected. :class:`Liveness` is what the trainer asks, update by update.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 
 from mtrl.actors.occupancy import ActorOccupancy
+from mtrl.actors.pool_protocol import ActorPool
+from mtrl.actors.server import ReadyUnroll
+from mtrl.train.unroll_queue import UnrollQueue
 
 #: A stall is reported after this many times the slowest recent unroll (and the configured
 #: minimum, ``tracking.stall_warning_s``).
@@ -137,3 +140,52 @@ def stall_report(
             parts.append(f"{restarting} restarting after a fault")
         lines.append(f"  {name}: " + ("; ".join(parts) if parts else "no actor allotted"))
     return "\n".join(lines)
+
+
+class Liveness:
+    """The trainer's side of the above: the unrolls of the next update from ``queue`` (a full
+    batch, or every waiting one when no more can come), the note said once when updates are
+    short, and the stall reports."""
+
+    def __init__(
+        self, queue: UnrollQueue, batch_size: int, names: Sequence[str], stall_warning_s: float
+    ) -> None:
+        self.queue, self.batch_size, self.names = queue, batch_size, list(names)
+        self.stall = StallWatch(stall_warning_s)
+        self._short_said = False
+
+    def take(self, pool: ActorPool, need: int) -> list[ReadyUnroll] | None:
+        """The next update's unrolls: ``need`` env columns or more, or — when the actors can
+        bring no more before the learner gives slots back — every waiting one (the actors may
+        hold fewer than ``batch_size`` columns: then waiting would wait forever)."""
+        take = self.queue.take(need)
+        if take is not None or not len(self.queue):
+            return take
+        occupancy = pool.occupancy()
+        if not no_more_unrolls(occupancy):
+            return None
+        if not self._short_said:
+            self._short_said = True
+            note = short_batch_message(self.batch_size, need, occupancy, self.names)
+            if note is not None:
+                print(f"NOTE: {note}", flush=True)
+        return self.queue.take(sum(self.queue.columns().values()))
+
+    def report_stall(self, pool: ActorPool, need: int) -> None:
+        """Say what the learner waits for when no update has come for far too long."""
+        stalled = self.stall.due(time.monotonic())
+        if stalled is None:
+            return
+        faults = pool.faults
+        report = stall_report(
+            stalled,
+            max(self.stall.unroll_s, default=None),
+            need,
+            self.queue.columns(),
+            pool.occupancy(),
+            pool.actors_per_task(),
+            {i: f.reason or f.last_error for i, f in enumerate(faults) if f.quarantined},
+            self.names,
+            [i for i, t in enumerate(pool.tasks) if t is not None],
+        )
+        print(f"WARNING: {report}", flush=True)

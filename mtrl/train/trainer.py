@@ -40,7 +40,7 @@ from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train import run_state
 from mtrl.train.allocation import observe_faults, rebalance, set_share_targets
 from mtrl.train.final_eval import final_eval
-from mtrl.train.liveness import StallWatch, no_more_unrolls, short_batch_message, stall_report
+from mtrl.train.liveness import Liveness
 from mtrl.train.preflight import check_memory
 from mtrl.train.progress import (
     RECENT_EPISODES,
@@ -97,8 +97,9 @@ class Trainer:
             max_loss_weight=sc.max_loss_weight if sc.loss_weights else None,
         )
         self._capped_said: set[int] = set()
-        self._short_said = False
-        self.stall = StallWatch(cfg.tracking.stall_warning_s)
+        self.liveness = Liveness(
+            self.queue, cfg.learner.batch_size, self.names, cfg.tracking.stall_warning_s
+        )
         envs: list[BatchEnv | None] = []  # built here: serial-mode and Anakin tasks
         self.anakin: list[AnakinRunner] = []
         self.run_dir: Path | None = run_dir if self.ctx.is_main else None  # rank 0 writes
@@ -191,7 +192,7 @@ class Trainer:
         start_steps = self.run_env_steps  # a resumed run's earlier sessions: not this rate's
         metrics: dict[str, float] = {}
         self._stop = False
-        self.stall.updated(time.monotonic())
+        self.liveness.stall.updated(time.monotonic())
         done = False
         on_device: list[TaskBatch] = []  # Anakin batches
         device_columns = 0
@@ -206,14 +207,15 @@ class Trainer:
                 self.progress[runner.task].env_steps += runner.unroll_length * runner.env.num_envs
                 device_columns += runner.env.num_envs
             observe_faults(self.pool, self.rebalancer, self.names)
-            take = self._take(cfg.learner.batch_size - device_columns)
+            need = cfg.learner.batch_size - device_columns
+            take = self.liveness.take(self.pool, need)
             if take is not None:
                 metrics = self._learn(take, on_device)
                 on_device, device_columns = [], 0
                 self._drain_anakin_episodes()
-                self.stall.updated(time.monotonic())
+                self.liveness.stall.updated(time.monotonic())
             else:
-                self._watch_stall(cfg.learner.batch_size - device_columns)
+                self.liveness.report_stall(self.pool, need)
             now = time.perf_counter()
             due = self.run_dir is not None and run_state.checkpoint_due(
                 ck, self.run_env_steps - last_ckpt_steps, now - last_ckpt_t
@@ -249,43 +251,6 @@ class Trainer:
             self.run_dir, steps, self.updates, seconds, results, final.episodes, start_steps
         )
 
-    def _take(self, need: int) -> list[ReadyUnroll] | None:
-        """The next update's unrolls: ``need`` env columns or more, or — when the actors can
-        bring no more before the learner gives slots back — every waiting one (the actors may
-        hold fewer than ``learner.batch_size`` columns: then waiting would wait forever)."""
-        take = self.queue.take(need)
-        if take is not None or not len(self.queue):
-            return take
-        occupancy = self.pool.occupancy()
-        if not no_more_unrolls(occupancy):
-            return None
-        if not self._short_said:
-            self._short_said = True
-            note = short_batch_message(self.cfg.learner.batch_size, need, occupancy, self.names)
-            if note is not None:
-                print(f"NOTE: {note}", flush=True)
-        return self.queue.take(sum(self.queue.columns().values()))
-
-    def _watch_stall(self, need: int) -> None:
-        """Say what the learner waits for when no update has come for far too long."""
-        stalled = self.stall.due(time.monotonic())
-        if stalled is None:
-            return
-        pool = self.pool
-        faults = pool.faults
-        report = stall_report(
-            stalled,
-            max(self.stall.unroll_s, default=None),
-            need,
-            self.queue.columns(),
-            pool.occupancy(),
-            pool.actors_per_task(),
-            {i: f.reason or f.last_error for i, f in enumerate(faults) if f.quarantined},
-            self.names,
-            [i for i, t in enumerate(pool.tasks) if t is not None],
-        )
-        print(f"WARNING: {report}", flush=True)
-
     def _drain_anakin_episodes(self) -> None:
         """Move finished Anakin episodes (kept on the device) into the task's counters."""
         for runner in self.anakin:
@@ -315,7 +280,7 @@ class Trainer:
         # waits for a free slot: the share gate makes those, and they are not its speed.
         step_s = info.env_seconds / max(ru.buffer.length, 1)
         self.rebalancer.observe_unroll(ru.task, info.env_steps, info.wall_seconds, step_s)
-        self.stall.unroll(info.wall_seconds)
+        self.liveness.stall.unroll(info.wall_seconds)
         self.rebalancer.observe_episodes(ru.task, info.episode_returns)
         p.env_steps += info.env_steps
         p.env_seconds += info.env_seconds
