@@ -65,10 +65,12 @@ def test_the_estimate_and_the_figure_of_merit() -> None:
     assert misclassified(np.full(4, 0.5), truth) == 0.5  # 1/2 counts as "not likely"
 
 
-def test_the_env_conforms_to_the_batch_env_contract() -> None:
+@pytest.mark.parametrize("action", ["points", "cells"])
+def test_the_env_conforms_to_the_batch_env_contract(action: str) -> None:
     from mtrl.testing import check_env
 
-    check_env(ENV, num_envs=2, steps=30, env_kwargs={"budget": 16}, spawn=False)
+    kwargs = {"budget": 16, "action": action}
+    check_env(ENV, num_envs=2, steps=30, env_kwargs=kwargs, spawn=False)
 
 
 def test_studies_are_seeded_per_copy_and_returns_telescope() -> None:
@@ -92,6 +94,22 @@ def test_studies_are_seeded_per_copy_and_returns_telescope() -> None:
     after = three.step(actions[4])  # a new study: no reward for the step that starts it
     assert np.all(after.reward == 0) and np.all(after.obs[:, -1] == 1.0)
     assert not np.array_equal(three.r0_low[0], three.r0_low[1])  # each copy its own study
+
+
+def test_a_cell_action_runs_each_member_inside_the_cell_it_names() -> None:
+    env = OutbreakBoundaryBatchEnv(2, seed=3, budget=8, action="cells")
+    assert env.single_action_space.nvec.tolist() == [64] * 4
+    env.reset()
+    cells = np.array([[0, 63, 9, 9], [27, 27, 27, 1]])
+    env.step(cells)
+    for e in range(2):
+        ij = np.floor(env.points[e] * 8).astype(int)
+        np.testing.assert_array_equal(ij[:, 0] * 8 + ij[:, 1], cells[e])
+    assert not np.array_equal(env.points[0][2], env.points[0][3])  # a new point each time
+    with pytest.raises(ValueError, match="cells must be in"):
+        env.step(np.array([[0, 64, 0, 0], [0, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="action must be one of"):
+        OutbreakBoundaryBatchEnv(1, action="grid")
 
 
 def test_the_classic_designs_run_the_same_study_and_learn_it() -> None:

@@ -25,11 +25,13 @@ its large-population limit: the tests check that the table follows it away from 
 
 The env (``scisim/outbreak-boundary``)
 --------------------------------------
-One step runs ``members`` simulations at once (the action: their parameters, ``members × 2``
-values in ``[0, 1]``). The observation is what the study knows on a coarse ``OBS_GRID ×
-OBS_GRID`` grid — the estimated probability and the amount of nearby data in each cell — and
-the share of the budget left. The reward is the drop of the misclassified fraction the step
-brings, so an episode's return is the first error minus the last. An episode ends when
+One step runs ``members`` simulations at once. The action gives their parameters: with
+``action: points``, ``members × 2`` values in ``[0, 1]``; with ``action: cells``, one cell
+of the observation's grid per member (``MultiDiscrete``), the point drawn uniformly inside
+it. The observation is what the study knows on a coarse ``OBS_GRID × OBS_GRID`` grid — the
+estimated probability and the amount of nearby data in each cell — and the share of the
+budget left. The reward is the drop of the misclassified fraction the step brings, so an
+episode's return is the first error minus the last. An episode ends when
 ``budget`` simulations have run. Copy ``i`` draws its studies and simulations only from
 streams seeded by ``seed + i``.
 """
@@ -50,6 +52,7 @@ from mtrl_scisim.streams import CopyStreams
 
 GRID = 24
 OBS_GRID = 8
+ACTIONS = ("points", "cells")
 TABLE = Path(__file__).with_name("outbreak_table.npz")
 
 
@@ -226,6 +229,7 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
         members: int = 4,
         budget: int = 48,
         bandwidth: float = 0.08,
+        action: str = "points",
         copy: bool = True,
         **study: Any,
     ) -> None:
@@ -234,6 +238,9 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
                 "need num_envs, members >= 1 and budget a multiple of members; got "
                 f"num_envs={num_envs}, members={members}, budget={budget}"
             )
+        if action not in ACTIONS:
+            raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
+        self.action = action
         self.num_envs, self.members, self.budget = num_envs, members, budget
         self.steps_per_study = budget // members
         self.bandwidth = bandwidth
@@ -241,7 +248,12 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
         self.single_observation_space = gym.spaces.Box(
             0.0, 1.0, (2 * OBS_GRID * OBS_GRID + 1,), np.float32
         )
-        self.single_action_space = gym.spaces.Box(0.0, 1.0, (members * 2,), np.float32)
+        if action == "points":
+            self.single_action_space: gym.Space = gym.spaces.Box(
+                0.0, 1.0, (members * 2,), np.float32
+            )
+        else:  # a cell of the observation's grid per member, the point drawn inside it
+            self.single_action_space = gym.spaces.MultiDiscrete([OBS_GRID * OBS_GRID] * members)
         # Copy e's generators: its studies' draws, and one stream per member slot.
         seqs = [np.random.SeedSequence([seed + e, 0]) for e in range(num_envs)]
         self._study_rng = [np.random.default_rng(s) for s in seqs]
@@ -289,6 +301,24 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
         self._obs[e, k : 2 * k] = mass / (mass + 1.0)
         self._obs[e, -1] = 1.0 - self._step[e] / self.steps_per_study
 
+    def _points(self, a: np.ndarray) -> np.ndarray:
+        """The unit-square points ``(num_envs, members, 2)`` an action batch asks for (cells:
+        a point drawn uniformly inside each chosen cell, from the copy's own stream)."""
+        width = self.members * 2 if self.action == "points" else self.members
+        if a.shape != (self.num_envs, width):
+            raise ValueError(
+                f"scisim/outbreak-boundary: actions must have shape ({self.num_envs}, {width}), "
+                f"got {a.shape}"
+            )
+        if self.action == "points":
+            return np.clip(a.astype(float).reshape(self.num_envs, self.members, 2), 0.0, 1.0)
+        cells = a.astype(np.int64)
+        if cells.min() < 0 or cells.max() >= OBS_GRID * OBS_GRID:
+            raise ValueError(f"scisim/outbreak-boundary: cells must be in [0, {OBS_GRID**2})")
+        corner = np.stack([cells // OBS_GRID, cells % OBS_GRID], axis=-1) / OBS_GRID
+        jitter = np.stack([g.random((self.members, 2)) for g in self._study_rng])
+        return corner + jitter / OBS_GRID
+
     def reset(self) -> np.ndarray:
         for e in range(self.num_envs):
             self._new_study(e)
@@ -300,13 +330,7 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
         """Run each live study's next ``members`` simulations; ended studies start anew."""
         if not self._started:
             raise RuntimeError("scisim/outbreak-boundary: call reset() before step()")
-        a = np.asarray(actions, float)
-        if a.shape != (self.num_envs, self.members * 2):
-            raise ValueError(
-                f"scisim/outbreak-boundary: actions must have shape "
-                f"({self.num_envs}, {self.members * 2}), got {a.shape}"
-            )
-        u = np.clip(a.reshape(self.num_envs, self.members, 2), 0.0, 1.0)
+        u = self._points(np.asarray(actions))
         reward = np.zeros(self.num_envs, np.float32)
         terminated = np.zeros(self.num_envs, bool)
         live = np.flatnonzero(~self._needs_reset)
