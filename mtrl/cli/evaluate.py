@@ -64,16 +64,17 @@ def cmd_report(args: argparse.Namespace) -> int:
             run_dirs.extend(m.run_dir for m in members)
         else:
             run_dirs.append(d)
-    if args.output is None and len(args.run_dirs) == 1 and populations:
-        args.output = populations[0][0] / "plots"
+    output = args.output
+    if output is None and len(args.run_dirs) == 1 and populations:
+        output = populations[0][0] / "plots"
     written = write_report(
-        run_dirs, args.output, note=lambda line: print(f"note: {line}", file=sys.stderr)
+        run_dirs, output, note=lambda line: print(f"note: {line}", file=sys.stderr)
     )
     for d, members in populations:
         print(f"population {d}:")
         for line in member_table(members):
             print(f"  {line}")
-        out = Path(args.output) if args.output is not None else Path("report")
+        out = Path(output) if output is not None else Path("report")
         if len(populations) > 1:
             out = out / d.name
         written.append(write_population_figure(members, out))

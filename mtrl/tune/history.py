@@ -20,6 +20,7 @@ __all__ = [
     "Interval",
     "MemberHistory",
     "is_population",
+    "member_run_dir",
     "read_origin",
     "read_population",
     "record_interval",
@@ -79,14 +80,17 @@ def read_origin(checkpoint_dir: Path) -> str | None:
     return json.loads(path.read_text())["trial"] if path.exists() else None
 
 
+def member_run_dir(trial_dir: Path) -> Path | None:
+    """The member's mtrl run directory under its trial directory (``run/``; the newest, were
+    there several), or None before it is made."""
+    runs = sorted(p for p in (trial_dir / "run").glob("*") if p.is_dir())
+    return runs[-1] if runs else None
+
+
 def _member_runs(experiment: Path) -> list[tuple[str, Path]]:
     """(trial name, run directory) of each member under a population's directory."""
-    found = []
-    for trial in sorted(p for p in experiment.iterdir() if p.is_dir()):
-        runs = sorted(p for p in (trial / "run").glob("*") if p.is_dir())
-        if runs:
-            found.append((trial.name, runs[-1]))
-    return found
+    trials = sorted(p for p in experiment.iterdir() if p.is_dir())
+    return [(t.name, run) for t in trials if (run := member_run_dir(t)) is not None]
 
 
 def is_population(path: Path) -> bool:

@@ -30,7 +30,13 @@ from mtrl.errors import UserError
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train.progress import TaskResult
 from mtrl.train.trainer import Trainer
-from mtrl.tune.history import Interval, read_origin, record_interval, write_origin
+from mtrl.tune.history import (
+    Interval,
+    member_run_dir,
+    read_origin,
+    record_interval,
+    write_origin,
+)
 from mtrl.tune.space import apply
 
 __all__ = ["IntervalTrainer", "member_score", "train_interval", "train_member"]
@@ -154,8 +160,7 @@ def train_member(config: dict[str, Any], base: dict[str, Any], experiment: str) 
 
 def _run_dir(home: Path, cfg: ExperimentConfig) -> Path:
     """The member's run directory under its trial directory (made once, then continued)."""
-    runs = home / "run"
-    found = sorted(p for p in runs.glob("*") if p.is_dir()) if runs.exists() else []
-    if found:
-        return found[-1]
-    return create_run_dir(runs, cfg.name, cfg.seed, cfg.model_dump(mode="json"))
+    found = member_run_dir(home)
+    if found is not None:
+        return found
+    return create_run_dir(home / "run", cfg.name, cfg.seed, cfg.model_dump(mode="json"))

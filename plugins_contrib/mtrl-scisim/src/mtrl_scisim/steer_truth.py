@@ -42,7 +42,7 @@ def save_table(table: OutbreakTable, study: OutbreakStudy, path: Path = TABLE) -
         p=table.p,
         per_cell=table.per_cell,
         max_initial=study.max_initial,
-        **{k: v for k, v in study.simulation_constants().items()},
+        **study.simulation_constants(),
     )
 
 
