@@ -9,6 +9,8 @@ PopArt) do not apply to it.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
 
 from mtrl.config.base import ConfigModel
@@ -43,11 +45,20 @@ class SacConfig(ConfigModel):
     """Every task's temperature at the start."""
     box_target_entropy: float = -1.0
     """Target entropy of a ``Box`` task per action dimension: the target is this times
-    ``|A|`` (SAC's ``-|A|`` by default), measured on the action the env receives."""
+    ``|A|`` (SAC's ``-|A|`` by default), measured on the squashed action in ``[-1, 1]``
+    before it is rescaled to the env's bounds, so tasks whose actions come in different units
+    explore alike (as Stable-Baselines3 measures it)."""
     discrete_target_entropy: float = Field(default=0.5, gt=0, lt=1)
     """Target entropy of a ``Discrete(n)`` task as a fraction of ``log n`` (the uniform
     policy's entropy). SAC-discrete's 0.98 keeps the policy nearly uniform; 0.5 lets a task
     such as CartPole act decisively while exploring."""
+    critic_action: Literal["input", "hidden"] = "input"
+    """Where a ``Box`` task's squashed action enters its critics. ``input``: concatenated to a
+    vector observation before the critic's first layer, SAC's own critic (Haarnoja et al. 2018;
+    Stable-Baselines3, CleanRL), so the action meets the state through every hidden layer; an
+    image, text, Dict or Tuple observation has its own encoder and takes the action after it,
+    as ``hidden`` does. ``hidden``: added to the encoded observation, ``act(x + W a)`` (DDPG's
+    critic), the action meeting the state in one nonlinearity."""
     prioritized: bool = False
     """Prioritized replay (Schaul et al. 2016) by the critics' TD errors, per task."""
     priority_alpha: float = Field(default=0.6, ge=0)

@@ -9,7 +9,7 @@ actors ship raw (small) dtypes. Layers use orthogonal init with gain √2 and ze
 ==============================  ===========================================================
 space                           encoder
 ==============================  ===========================================================
-Box, 1 dim (or other ranks)     flatten → MLP with one hidden layer of ``encoder_dim``
+Box, 1 dim (or other ranks)     flatten → MLP with two hidden layers of ``encoder_dim``
 Box, 3 dims ``(C, H, W)``       scale integer frames by the space's ``high``; Nature-DQN CNN
                                 (Mnih et al. 2015) if H, W ≥ 36, else one 3x3 conv with 16
                                 channels (MinAtar, Young & Tian 2019); Linear → encoder_dim.
@@ -59,10 +59,12 @@ __all__ = [
     "ACTION_MASK_KEY",
     "SUPPORTED_OBSERVATION_SPACES",
     "UnsupportedSpaceError",
+    "VectorWithExtra",
     "activation",
     "make_encoder",
     "make_mlp",
     "ortho_init",
+    "takes_extra_input",
 ]
 
 ACTION_MASK_KEY = "action_mask"
@@ -155,7 +157,7 @@ class _Leaf(nn.Module):
 
 
 class _Features(_Leaf):
-    """Flatten (optionally one-hot / scale) then an MLP with one hidden layer."""
+    """Flatten (optionally one-hot / scale) then an MLP with two hidden layers."""
 
     def __init__(self, obs_shape, what, in_dim: int, cfg: ModelConfig, prep=None) -> None:
         super().__init__(obs_shape, what)
@@ -165,6 +167,43 @@ class _Features(_Leaf):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         x = self.prep(x) if self.prep is not None else x.reshape(x.shape[0], -1)
         return self.mlp(self._float(x))
+
+
+def takes_extra_input(space: gym.Space) -> bool:
+    """Whether :class:`VectorWithExtra` can encode ``space``: a ``Box`` read as a flat vector
+    (any rank but an image's 3; not tokenised text)."""
+    return (
+        isinstance(space, spaces.Box)
+        and not isinstance(space, TokenSpace)
+        and not is_string_space(space)
+        and len(space.shape) != 3
+    )
+
+
+class VectorWithExtra(nn.Module):
+    """A flat ``Box`` observation and extra float columns through one MLP (the vector
+    encoder's two hidden layers): ``[*B, *obs]``, ``[*B, extra]`` → ``[*B, encoder_dim]``.
+
+    SAC's critic reads ``[obs, action]`` this way, so the action meets the state in the first
+    layer. The observation is scaled and flattened exactly as :func:`make_encoder` does it.
+    """
+
+    def __init__(self, space: spaces.Box, extra: int, cfg: ModelConfig, what: str) -> None:
+        super().__init__()
+        if not takes_extra_input(space):
+            raise UnsupportedSpaceError("obs", "not a flat Box observation", what)
+        self.obs_shape = tuple(int(d) for d in space.shape)
+        self.scale = _Scale(space, flatten=True)
+        size = int(np.prod(self.obs_shape))
+        self.mlp = make_mlp(size + extra, [cfg.encoder_dim, cfg.encoder_dim], cfg.activation)
+
+    def forward(self, obs: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        batch = obs.shape[: obs.ndim - len(self.obs_shape)]
+        x = self.scale(obs.reshape(-1, *self.obs_shape))
+        dtype = next(self.mlp.parameters()).dtype
+        x = torch.cat([x.to(dtype), extra.reshape(x.shape[0], -1).to(dtype)], dim=-1)
+        out = self.mlp(x)
+        return out.reshape(*batch, out.shape[-1])
 
 
 class _Scale(nn.Module):

@@ -92,7 +92,7 @@ class SacLearner:
         self.box = [isinstance(t.action_space, spaces.Box) for t in self.spaces]
         k = len(task_names)
         sac = self.sac
-        self.critic = TwinCritic(model, cfg.model).to(self.device)
+        self.critic = TwinCritic(model, cfg.model, sac.critic_action).to(self.device)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.full(
             (k,), math.log(sac.initial_alpha), device=self.device, requires_grad=True
@@ -124,14 +124,6 @@ class SacLearner:
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, fused=True)
         self.replays = [self._replay(i) for i in range(k)]
         self._keys = [group_key(t.action_space) for t in self.spaces]
-        # Per task, log((high - low) / 2) of each action dim, by action size (Box tasks only).
-        self._log_half_width: dict[int, torch.Tensor] = {}
-        for task, (box, size) in enumerate(self._keys):
-            if box:
-                table = self._log_half_width.setdefault(
-                    size, torch.zeros(k, size, device=self.device)
-                )
-                table[task] = model.policy_heads[task].log_half_width.reshape(-1)
         self.ratio = ReplayRatio(sac.replay_ratio, sac.batch_size)
         self.mix = TaskMix(k)
         # Seeded from torch's generator, which the trainer seeds from the run's seed.
@@ -240,8 +232,7 @@ class SacLearner:
             mean, log_std = torch.cat(means), torch.cat(log_stds)
             u = mean + log_std.exp() * self._noise_like(mean)
             raw_logp = DiagGaussian(mean, log_std, 1).log_prob(u)
-            lhw = self._log_half_width[mean.shape[-1]][g.rows]
-            logp = losses.squashed_log_prob(raw_logp, u, lhw)
+            logp = losses.squashed_log_prob(raw_logp, u)  # of tanh(u), in [-1, 1]
             return torch.tanh(u), -logp, logp
         log_probs = torch.cat(
             [model.policy(k, hk).log_probs for k, hk in zip(g.tasks, h, strict=True)]
@@ -405,7 +396,7 @@ class SacLearner:
 
     def pop_diagnostics(self) -> dict[str, float]:
         """Per-task means over the gradient steps since the last call: ``learner/<task>/
-        alpha``, ``entropy`` (of the action the env receives), ``q`` (of the sampled
+        alpha``, ``entropy`` (of the squashed action in ``[-1, 1]``), ``q`` (of the sampled
         actions), ``td_error`` (mean |δ| of the twin critics), and the replay's size."""
         out = self.diagnostics.pop()
         for k, name in enumerate(self.task_names):

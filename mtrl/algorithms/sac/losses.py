@@ -1,12 +1,13 @@
 """SAC's losses as pure functions of tensors (no modules, no state).
 
 Continuous actions (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications"):
-the policy is a Gaussian over the raw action ``u`` squashed by the env into
-``a = low + (tanh(u) + 1) / 2 · (high − low)``, so the log-density of the action the env
-receives is ``log N(u) − Σ log(1 − tanh² u) − Σ log((high − low) / 2)``
-(:func:`squashed_log_prob`). Discrete actions (Christodoulou 2019, "Soft Actor-Critic for
-Discrete Action Settings"): the critics give ``Q`` of every action and the expectations over
-the policy are computed exactly instead of sampled.
+the policy is a Gaussian over the raw action ``u`` squashed into ``a = tanh(u)`` in
+``[-1, 1]`` (the env receives ``a`` rescaled to its bounds), so the log-density of ``a`` is
+``log N(u) − Σ log(1 − tanh² u)`` (:func:`squashed_log_prob`; given the bounds' half-widths it
+is that of the rescaled action). SAC's losses and its target entropy use the density of ``a``
+in ``[-1, 1]``, so neither depends on the units of a task's action. Discrete actions
+(Christodoulou 2019, "Soft Actor-Critic for Discrete Action Settings"): the critics give ``Q``
+of every action and the expectations over the policy are computed exactly instead of sampled.
 
 With ``α`` the temperature and ``Q̄`` the target critics:
 
@@ -46,12 +47,15 @@ def _sum_event(x: torch.Tensor, batch_ndim: int) -> torch.Tensor:
 
 
 def squashed_log_prob(
-    raw_logp: torch.Tensor, u: torch.Tensor, log_half_width: torch.Tensor
+    raw_logp: torch.Tensor, u: torch.Tensor, log_half_width: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Log-density ``[n]`` of the env action from the raw Gaussian's ``raw_logp [n]`` at
-    ``u [n, *act]`` (change of variables through the tanh and the rescaling to the bounds)."""
+    """Log-density ``[n]`` of ``tanh(u)`` from the raw Gaussian's ``raw_logp [n]`` at
+    ``u [n, *act]`` (change of variables through the tanh); with ``log_half_width``
+    (``log((high − low) / 2)`` per dim) that of the action rescaled to the bounds."""
     batch = raw_logp.ndim
-    correction = log_tanh_jacobian(u) + log_half_width.to(u.dtype)
+    correction = log_tanh_jacobian(u)
+    if log_half_width is not None:
+        correction = correction + log_half_width.to(u.dtype)
     return raw_logp - _sum_event(correction, batch)
 
 

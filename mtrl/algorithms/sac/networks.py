@@ -16,12 +16,14 @@ Sharing would let the critic's TD gradients and the policy's gradients pull one 
 directions at two step sizes (SAC-AE, Yarats et al. 2021, found the policy's gradient through
 a shared encoder hurts and detaches it); separate networks are SAC's own arrangement and the
 simplest that is robust across observation kinds, at twice the encoder cost. A ``Box`` task's
-critic reads the squashed action ``tanh(u)`` (in ``[-1, 1]`` whatever the env's bounds), added
-to its encoded observation through a per-task linear map before the shared torso
-(:class:`ActionJoin`), and its head gives one ``Q``; a ``Discrete(n)`` task's head gives ``Q``
-of all ``n`` actions (SAC-discrete), so its torso input is the encoded observation alone. The
-twin critics are two such networks (:class:`TwinCritic`), each with its own Polyak-averaged
-target copy.
+critic reads the squashed action ``tanh(u)`` (in ``[-1, 1]`` whatever the env's bounds):
+with ``learner.sac.critic_action: input`` (the default) concatenated to a vector observation
+before the critic encoder's first layer (:class:`~mtrl.learner.encoders.VectorWithExtra`, SAC's
+own critic), otherwise added to the encoded observation through a per-task linear map before
+the shared torso (:class:`ActionJoin`); its head gives one ``Q``. A ``Discrete(n)`` task's
+head gives ``Q`` of all ``n`` actions (SAC-discrete), so its torso input is the encoded
+observation alone. The twin critics are two such networks (:class:`TwinCritic`), each with its
+own Polyak-averaged target copy.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from torch import nn
 
 from mtrl.config.learner import ModelConfig
 from mtrl.learner.distributions import LOG_STD_MAX, LOG_STD_MIN, DiagGaussian
-from mtrl.learner.encoders import activation, make_encoder, make_mlp, ortho_init
+from mtrl.learner.encoders import (
+    VectorWithExtra,
+    activation,
+    make_encoder,
+    make_mlp,
+    ortho_init,
+    takes_extra_input,
+)
 from mtrl.learner.model import MultiTaskModel, Obs
 
 __all__ = [
@@ -95,12 +104,11 @@ def install_policy_heads(model: MultiTaskModel) -> None:
 
 
 class ActionJoin(nn.Module):
-    """A ``Box`` task's action into its critic: ``act(x + W a)``, the encoded observation ``x``
-    ``[n, dim]`` plus a linear map of the squashed action ``a`` ``[n, size]``, through the
-    activation. The action enters after the observation's first layer (as in DDPG's critic,
-    Lillicrap et al. 2016) at the cost of a ``size x dim`` product rather than a second
-    ``dim x dim`` layer, so a critic costs what the policy costs (SB3's critic, two hidden
-    layers on ``[obs, a]``, has the same number of ``dim x dim`` products)."""
+    """A ``Box`` task's action into its critic after the encoder: ``act(x + W a)``, the
+    encoded observation ``x`` ``[n, dim]`` plus a linear map of the squashed action ``a``
+    ``[n, size]``, through the activation (DDPG's critic, Lillicrap et al. 2016). Used with
+    ``critic_action: hidden``, and for observations :class:`~mtrl.learner.encoders.
+    VectorWithExtra` cannot take (images, text, Dict, Tuple), whose encoders are their own."""
 
     def __init__(self, size: int, dim: int, act: str) -> None:
         super().__init__()
@@ -129,19 +137,32 @@ class MultiTaskCritic(nn.Module):
     """
 
     def __init__(
-        self, action_spaces: Sequence[spaces.Space], obs_spaces: Sequence, cfg: ModelConfig
+        self,
+        action_spaces: Sequence[spaces.Space],
+        obs_spaces: Sequence,
+        cfg: ModelConfig,
+        action_at: str = "input",
     ):
+        """``action_at``: ``learner.sac.critic_action`` (``input`` or ``hidden``)."""
         super().__init__()
         dim = cfg.encoder_dim
         width = cfg.torso[-1] if cfg.torso else dim
         encoders, joins, heads = [], [], []
         self.continuous: list[bool] = []
+        self.action_at_input: list[bool] = []
         for k, (obs_space, act_space) in enumerate(zip(obs_spaces, action_spaces, strict=True)):
-            encoders.append(make_encoder(obs_space, cfg, f"task {k} critic encoder"))
+            what = f"task {k} critic encoder"
             box = isinstance(act_space, spaces.Box)
+            at_input = box and action_at == "input" and takes_extra_input(obs_space)
             self.continuous.append(box)
+            self.action_at_input.append(at_input)
+            size = int(np.prod(act_space.shape)) if box else 0
+            if at_input:
+                encoders.append(VectorWithExtra(obs_space, size, cfg, what))
+            else:
+                encoders.append(make_encoder(obs_space, cfg, what))
             if box:
-                joins.append(ActionJoin(int(np.prod(act_space.shape)), dim, cfg.activation))
+                joins.append(nn.Identity() if at_input else ActionJoin(size, dim, cfg.activation))
                 heads.append(ortho_init(nn.Linear(width, 1), gain=1.0))
             else:
                 joins.append(nn.Identity())
@@ -154,9 +175,13 @@ class MultiTaskCritic(nn.Module):
     def forward(self, inputs: Sequence[CriticInput]) -> list[torch.Tensor]:
         xs = []
         for part in inputs:
-            x = self.encoders[part.task](part.obs)
-            if self.continuous[part.task]:
-                x = self.joins[part.task](x, part.action.reshape(x.shape[0], -1).to(x.dtype))
+            k = part.task
+            if self.action_at_input[k]:
+                xs.append(self.encoders[k](part.obs, part.action))
+                continue
+            x = self.encoders[k](part.obs)
+            if self.continuous[k]:
+                x = self.joins[k](x, part.action.reshape(x.shape[0], -1).to(x.dtype))
             xs.append(x)
         h = self.torso(torch.cat(xs)).split([x.shape[0] for x in xs])
         out = []
@@ -170,12 +195,12 @@ class TwinCritic(nn.Module):
     """Two independent :class:`MultiTaskCritic` networks (clipped double-Q, Fujimoto et al.
     2018): :meth:`forward` returns both critics' outputs per task."""
 
-    def __init__(self, model: MultiTaskModel, cfg: ModelConfig) -> None:
+    def __init__(self, model: MultiTaskModel, cfg: ModelConfig, action_at: str = "input") -> None:
         super().__init__()
         obs = [t.observation_space for t in model.spaces]
         act = [t.action_space for t in model.spaces]
-        self.q1 = MultiTaskCritic(act, obs, cfg)
-        self.q2 = MultiTaskCritic(act, obs, cfg)
+        self.q1 = MultiTaskCritic(act, obs, cfg, action_at)
+        self.q2 = MultiTaskCritic(act, obs, cfg, action_at)
 
     def forward(
         self, inputs: Sequence[CriticInput]
