@@ -193,7 +193,7 @@ def evaluate(
     torch.set_num_threads(cfg.learner.torch_threads)
     specs = [plugins.envs.get(t.env) for t in cfg.tasks]
     spaces = [TaskSpaces(*task_spaces(spec, cfg, i, None)) for i, spec in enumerate(specs)]
-    model = _load_model(ckpt, spaces, device, plugins)
+    model = load_model(ckpt, spaces, device, plugins)
     return evaluate_model(
         model,
         cfg,
@@ -255,7 +255,7 @@ def _max_steps(episodes: int, num_envs: int, per_episode: int) -> int:
     return math.ceil(episodes / num_envs) * per_episode
 
 
-def _load_model(
+def load_model(
     ckpt: EvalCheckpoint, spaces: list[TaskSpaces], device: str, plugins: Plugins
 ) -> MultiTaskModel:
     """The checkpoint's model: built from its config, shaped as its learning rule shapes it

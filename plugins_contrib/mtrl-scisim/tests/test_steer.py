@@ -24,6 +24,7 @@ from mtrl_scisim.steer import (
     misclassified,
     outbreak_probability,
 )
+from mtrl_scisim.steer_acquisition import acquire, acquisition_score, strategy
 from mtrl_scisim.steer_baselines import METHODS, run_study
 from mtrl_scisim.streams import CopyStreams
 
@@ -65,7 +66,7 @@ def test_the_estimate_and_the_figure_of_merit() -> None:
     assert misclassified(np.full(4, 0.5), truth) == 0.5  # 1/2 counts as "not likely"
 
 
-@pytest.mark.parametrize("action", ["points", "cells"])
+@pytest.mark.parametrize("action", ["points", "cells", "acquisition"])
 def test_the_env_conforms_to_the_batch_env_contract(action: str) -> None:
     from mtrl.testing import check_env
 
@@ -110,6 +111,40 @@ def test_a_cell_action_runs_each_member_inside_the_cell_it_names() -> None:
         env.step(np.array([[0, 64, 0, 0], [0, 0, 0, 0]]))
     with pytest.raises(ValueError, match="action must be one of"):
         OutbreakBoundaryBatchEnv(1, action="grid")
+
+
+def test_the_acquisition_rule_takes_the_best_cells_greedily_and_nearly_any_when_hot() -> None:
+    rng = np.random.default_rng(0)
+    est, density = rng.random(64), rng.random(64)
+    score = acquisition_score(est, density, 0.5)
+    greedy = acquire(est, density, 0.5, 0.0, 4, rng)
+    assert set(greedy) == set(np.argsort(-score)[:4])
+    # Hot: 4 distinct cells per draw, every cell drawn near 4/64 of the time (the score's
+    # spread, under 3, is small beside a temperature of 100).
+    counts = np.zeros(64)
+    for _ in range(4000):
+        cells = acquire(est, density, 0.5, 100.0, 4, rng)
+        assert len(set(cells)) == 4
+        counts[cells] += 1
+    share = counts / 4000
+    assert np.all(np.abs(share - 4 / 64) < 0.02), share.round(3)
+    assert strategy(np.array([0.0, 0.0])) == (0.0, pytest.approx(0.01))
+    assert strategy(np.array([1.0, 2.0])) == (2.0, pytest.approx(1.0))
+
+
+def test_an_acquisition_action_runs_the_members_in_distinct_cells_of_its_rule() -> None:
+    env = OutbreakBoundaryBatchEnv(2, seed=5, budget=24, action="acquisition")
+    assert env.single_action_space.shape == (2,)
+    env.reset()
+    env.step(np.full((2, 2), 0.5))  # a first batch somewhere, so the estimate has a shape
+    obs = env._obs.copy()
+    env.step(np.zeros((2, 2)))  # coverage weight 0, temperature 0.01: near greedy
+    for e in range(2):
+        ij = np.floor(env.points[e][-4:] * 8).astype(int)
+        cells = ij[:, 0] * 8 + ij[:, 1]
+        assert len(set(cells)) == 4
+        score = acquisition_score(obs[e, :64], obs[e, 64:128], 0.0)
+        assert np.all(score[cells] >= np.sort(score)[-4] - 0.05), "not the best cells"
 
 
 def test_the_classic_designs_run_the_same_study_and_learn_it() -> None:

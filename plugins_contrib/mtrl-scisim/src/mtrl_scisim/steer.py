@@ -28,11 +28,14 @@ The env (``scisim/outbreak-boundary``)
 One step runs ``members`` simulations at once. The action gives their parameters: with
 ``action: points``, ``members × 2`` values in ``[0, 1]``; with ``action: cells``, one cell
 of the observation's grid per member (``MultiDiscrete``), the point drawn uniformly inside
-it. The observation is what the study knows on a coarse ``OBS_GRID × OBS_GRID`` grid — the
+it; with ``action: acquisition``, two values in ``[0, 1]`` that set how the members' cells are
+chosen from the study's state — how much to favour cells with little data over uncertain ones
+and how greedily (:mod:`mtrl_scisim.steer_acquisition`): the agent steers the strategy.
+The observation is what the study knows on a coarse ``OBS_GRID × OBS_GRID`` grid — the
 estimated probability and the amount of nearby data in each cell — and the share of the
 budget left. The reward is the drop of the misclassified fraction the step brings, so an
-episode's return is the first error minus the last. An episode ends when
-``budget`` simulations have run. Copy ``i`` draws its studies and simulations only from
+episode's return is the first error minus the last. An episode ends when ``budget``
+simulations have run. Copy ``i`` draws its studies and simulations only from
 streams seeded by ``seed + i``.
 """
 
@@ -48,11 +51,12 @@ import numpy as np
 
 from mtrl.plugins import BatchEnv, StepBatch
 from mtrl_scisim.epidemic import tau_leap_day
+from mtrl_scisim.steer_acquisition import acquire, strategy
 from mtrl_scisim.streams import CopyStreams
 
 GRID = 24
 OBS_GRID = 8
-ACTIONS = ("points", "cells")
+ACTIONS = ("points", "cells", "acquisition")
 TABLE = Path(__file__).with_name("outbreak_table.npz")
 
 
@@ -252,8 +256,10 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
             self.single_action_space: gym.Space = gym.spaces.Box(
                 0.0, 1.0, (members * 2,), np.float32
             )
-        else:  # a cell of the observation's grid per member, the point drawn inside it
+        elif action == "cells":  # a cell of the grid per member, the point drawn inside it
             self.single_action_space = gym.spaces.MultiDiscrete([OBS_GRID * OBS_GRID] * members)
+        else:  # the acquisition rule's coverage weight and temperature
+            self.single_action_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
         # Copy e's generators: its studies' draws, and one stream per member slot.
         seqs = [np.random.SeedSequence([seed + e, 0]) for e in range(num_envs)]
         self._study_rng = [np.random.default_rng(s) for s in seqs]
@@ -302,9 +308,10 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
         self._obs[e, -1] = 1.0 - self._step[e] / self.steps_per_study
 
     def _points(self, a: np.ndarray) -> np.ndarray:
-        """The unit-square points ``(num_envs, members, 2)`` an action batch asks for (cells:
-        a point drawn uniformly inside each chosen cell, from the copy's own stream)."""
-        width = self.members * 2 if self.action == "points" else self.members
+        """The unit-square points ``(num_envs, members, 2)`` an action batch asks for (cells,
+        given or acquired: a point drawn uniformly inside each, from the copy's own stream)."""
+        width = {"points": self.members * 2, "cells": self.members, "acquisition": 2}
+        width = width[self.action]
         if a.shape != (self.num_envs, width):
             raise ValueError(
                 f"scisim/outbreak-boundary: actions must have shape ({self.num_envs}, {width}), "
@@ -312,12 +319,22 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
             )
         if self.action == "points":
             return np.clip(a.astype(float).reshape(self.num_envs, self.members, 2), 0.0, 1.0)
-        cells = a.astype(np.int64)
+        cells = a.astype(np.int64) if self.action == "cells" else self._acquire(a)
         if cells.min() < 0 or cells.max() >= OBS_GRID * OBS_GRID:
             raise ValueError(f"scisim/outbreak-boundary: cells must be in [0, {OBS_GRID**2})")
         corner = np.stack([cells // OBS_GRID, cells % OBS_GRID], axis=-1) / OBS_GRID
         jitter = np.stack([g.random((self.members, 2)) for g in self._study_rng])
         return corner + jitter / OBS_GRID
+
+    def _acquire(self, a: np.ndarray) -> np.ndarray:
+        """Each copy's ``members`` cells by the acquisition rule its action sets."""
+        k = OBS_GRID * OBS_GRID
+        cells = np.zeros((self.num_envs, self.members), np.int64)
+        for e in range(self.num_envs):
+            weight, temperature = strategy(a[e])
+            est, density = self._obs[e, :k], self._obs[e, k : 2 * k]
+            cells[e] = acquire(est, density, weight, temperature, self.members, self._study_rng[e])
+        return cells
 
     def reset(self) -> np.ndarray:
         for e in range(self.num_envs):
