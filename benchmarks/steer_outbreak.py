@@ -35,7 +35,8 @@ from _common import RESULTS, machine, write_result
 from learning_runs import find_run_dir
 
 from mtrl.actors.inference import make_policy
-from mtrl.learner.model import TaskSpaces
+from mtrl.config import load_config
+from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 from mtrl.train.evaluate import load_for_eval, load_model
 
@@ -66,7 +67,22 @@ def agent_curves(run_dir: Path, studies: int, greedy: bool) -> np.ndarray:
     ckpt = load_for_eval(run_dir, plugins)
     env = _study_env(studies, dict(ckpt.config.tasks[0].env_kwargs))
     spaces = [TaskSpaces(env.single_observation_space, env.single_action_space)]
-    model = load_model(ckpt, spaces, "cpu", plugins)
+    return play(load_model(ckpt, spaces, "cpu", plugins), env, greedy)
+
+
+def untrained_curves(config: Path, seed: int, studies: int, greedy: bool) -> np.ndarray:
+    """The same agent before any update (the model as seed ``seed`` initialises it): what
+    the strategy's parameterisation gives by itself, so what training added shows."""
+    cfg = load_config(config)
+    env = _study_env(studies, dict(cfg.tasks[0].env_kwargs))
+    spaces = [TaskSpaces(env.single_observation_space, env.single_action_space)]
+    torch.manual_seed(seed)
+    return play(MultiTaskModel(spaces, cfg.learner.model).eval(), env, greedy)
+
+
+def play(model: torch.nn.Module, env: Any, greedy: bool) -> np.ndarray:
+    """``model`` runs every study of ``env`` once: ``[studies, batches + 1]``."""
+    studies = env.num_envs
     torch.manual_seed(STUDY_SEED)
     policy = make_policy(model, [env.single_action_space], greedy=greedy)
     obs = env.reset()
@@ -126,6 +142,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
         seeds = np.array([s[mode]["mean_curve"] for s in results["agent"]["seeds"]])
         (line,) = ax.plot(sims, seeds.mean(0), lw=2, label=f"agent ({mode})")
         ax.fill_between(sims, seeds.min(0), seeds.max(0), color=line.get_color(), alpha=0.2)
+    start = np.array([e["greedy"]["mean_curve"] for e in results["untrained"]["seeds"]])
+    ax.plot(sims, start.mean(0), ":", color="grey", label="agent before training (greedy)")
     ax.set_xlabel("simulations run")
     ax.set_ylabel("misclassified share of the square")
     ax.set_yscale("log")
@@ -157,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "study_seed": STUDY_SEED,
         "baselines": {},
         "agent": {"seeds": []},
+        "untrained": {"seeds": []},
     }
     for method in args.methods.split(","):
         t0 = time.perf_counter()
@@ -167,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
             f"({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
+    for seed in seeds:
+        start: dict[str, Any] = {"seed": seed}
+        for mode in ("greedy", "stochastic"):
+            curves = untrained_curves(args.config, seed, args.studies, mode == "greedy")
+            start[mode] = summary(curves)
+        results["untrained"]["seeds"].append(start)
     for seed in seeds:
         run_dir, wall = train(args.config, seed, steps, args.work_dir)
         entry: dict[str, Any] = {"seed": seed, "run_dir": str(run_dir), "train_wall_s": wall}
@@ -184,17 +209,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{res[f'at_{m}']['mean']:>13.4f} ± {res[f'at_{m}']['se']:.4f}" for m in MARKS
         )
         print(f"{method:22s}{cells}")
-    for mode in ("greedy", "stochastic"):
-        cells = ""
-        for m in MARKS:
-            per_seed = [s[mode][f"at_{m}"]["mean"] for s in results["agent"]["seeds"]]
-            results["agent"][f"{mode}_at_{m}"] = {
-                "mean": float(np.mean(per_seed)),
-                "min": min(per_seed),
-                "max": max(per_seed),
-            }
-            cells += f"{np.mean(per_seed):>9.4f} [{min(per_seed):.3f}, {max(per_seed):.3f}]"
-        print(f"{'agent ' + mode:22s}{cells}")
+    for who in ("agent", "untrained"):
+        for mode in ("greedy", "stochastic"):
+            cells = ""
+            for m in MARKS:
+                per_seed = [e[mode][f"at_{m}"]["mean"] for e in results[who]["seeds"]]
+                results[who][f"{mode}_at_{m}"] = {
+                    "mean": float(np.mean(per_seed)),
+                    "min": min(per_seed),
+                    "max": max(per_seed),
+                }
+                cells += f"{np.mean(per_seed):>9.4f} [{min(per_seed):.3f}, {max(per_seed):.3f}]"
+            print(f"{who + ' ' + mode:22s}{cells}")
     path = write_result(args.name, results)
     plot(results, RESULTS / f"{args.name}.png")
     print(f"wrote {path} and {args.name}.png")
