@@ -36,9 +36,9 @@ from learning_runs import find_run_dir
 
 from mtrl.actors.inference import make_policy
 from mtrl.config import load_config
-from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.learner.model import TaskSpaces
 from mtrl.plugins import get_plugins
-from mtrl.train.evaluate import load_for_eval, load_model
+from mtrl.train.evaluate import build_model, load_for_eval, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY_SEED = 500_000
@@ -77,7 +77,7 @@ def untrained_curves(config: Path, seed: int, studies: int, greedy: bool) -> np.
     env = _study_env(studies, dict(cfg.tasks[0].env_kwargs))
     spaces = [TaskSpaces(env.single_observation_space, env.single_action_space)]
     torch.manual_seed(seed)
-    return play(MultiTaskModel(spaces, cfg.learner.model).eval(), env, greedy)
+    return play(build_model(cfg, spaces, get_plugins()).eval(), env, greedy)
 
 
 def play(model: torch.nn.Module, env: Any, greedy: bool) -> np.ndarray:

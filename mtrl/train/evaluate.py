@@ -255,18 +255,26 @@ def _max_steps(episodes: int, num_envs: int, per_episode: int) -> int:
     return math.ceil(episodes / num_envs) * per_episode
 
 
-def load_model(
-    ckpt: EvalCheckpoint, spaces: list[TaskSpaces], device: str, plugins: Plugins
+def build_model(
+    cfg: ExperimentConfig, spaces: list[TaskSpaces], plugins: Plugins
 ) -> MultiTaskModel:
-    """The checkpoint's model: built from its config, shaped as its learning rule shapes it
-    (``prepare_model`` of the rule's registration), then loaded."""
-    model = MultiTaskModel(spaces, ckpt.config.learner.model)
+    """A fresh model for ``cfg``, shaped as its learning rule shapes it (``prepare_model`` of
+    the rule's registration: SAC's squashed-Gaussian heads), initialised from torch's RNG."""
+    model = MultiTaskModel(spaces, cfg.learner.model)
     algorithms = getattr(plugins, "algorithms", None)
-    name = ckpt.config.learner.algorithm
+    name = cfg.learner.algorithm
     if algorithms is not None and name in algorithms:
         prepare = algorithms.get(name).prepare_model
         if prepare is not None:
             prepare(model)
+    return model
+
+
+def load_model(
+    ckpt: EvalCheckpoint, spaces: list[TaskSpaces], device: str, plugins: Plugins
+) -> MultiTaskModel:
+    """The checkpoint's model: built from its config (:func:`build_model`), then loaded."""
+    model = build_model(ckpt.config, spaces, plugins)
     try:
         model.load_state_dict(ckpt.learner["model"])
     except RuntimeError as e:
