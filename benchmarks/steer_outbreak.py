@@ -20,7 +20,6 @@ a plot of the figure against simulations run (``steer_outbreak.png``).
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import subprocess
 import sys
@@ -44,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STUDY_SEED = 500_000
 """First study seed of the evaluation (studies ``STUDY_SEED .. STUDY_SEED + studies - 1``)."""
 MARKS = (16, 32, 48)
+MEMBERS = 4
+"""Simulations per batch (the env's default ``members``): a curve's column ``j`` is after ``4j``."""
 
 
 def _study_env(n: int, env_kwargs: dict[str, Any]) -> Any:
@@ -99,7 +100,6 @@ def play(model: torch.nn.Module, env: Any, greedy: bool) -> np.ndarray:
 def train(config: Path, seed: int, steps: int, work_dir: Path) -> tuple[Path, float]:
     """``mtrl train`` of one seed, its runs under ``work_dir``; (run dir, wall seconds)."""
     data = yaml.safe_load(config.read_text())
-    data = copy.deepcopy(data)
     data["tracking"] = {**data.get("tracking", {}), "run_dir": str(work_dir)}
     data["tracking"]["wandb"] = {"mode": "disabled"}
     seed_config = work_dir / f"seed{seed}.yaml"
@@ -120,10 +120,9 @@ def train(config: Path, seed: int, steps: int, work_dir: Path) -> tuple[Path, fl
 
 def summary(curves: np.ndarray) -> dict[str, Any]:
     """Mean and standard error over studies at each mark (simulations run)."""
-    per = 4  # members per batch
     out: dict[str, Any] = {"mean_curve": curves.mean(0).round(5).tolist()}
     for m in MARKS:
-        col = curves[:, m // per]
+        col = curves[:, m // MEMBERS]
         out[f"at_{m}"] = {"mean": float(col.mean()), "se": float(col.std() / np.sqrt(len(col)))}
     return out
 
@@ -135,7 +134,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    sims = np.arange(0, 49, 4)
+    sims = np.arange(0, MARKS[-1] + 1, MEMBERS)
     for name, res in results["baselines"].items():
         ax.plot(sims, res["mean_curve"], "--", label=name)
     for mode in ("greedy", "stochastic"):

@@ -310,8 +310,8 @@ class OutbreakBoundaryBatchEnv(BatchEnv):
     def _points(self, a: np.ndarray) -> np.ndarray:
         """The unit-square points ``(num_envs, members, 2)`` an action batch asks for (cells,
         given or acquired: a point drawn uniformly inside each, from the copy's own stream)."""
-        width = {"points": self.members * 2, "cells": self.members, "acquisition": 2}
-        width = width[self.action]
+        widths = {"points": self.members * 2, "cells": self.members, "acquisition": 2}
+        width = widths[self.action]
         if a.shape != (self.num_envs, width):
             raise ValueError(
                 f"scisim/outbreak-boundary: actions must have shape ({self.num_envs}, {width}), "
