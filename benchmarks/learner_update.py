@@ -4,6 +4,8 @@
     # prints ms per update, writes docs/results/learner_update_<config name>.json
     .venv/bin/python benchmarks/learner_update.py CONFIG --gradients sum,pcgrad,cagrad
     # the cost of combining the tasks' gradients, side by side (learner_update_gradients_*)
+    .venv/bin/python benchmarks/learner_update.py CONFIG --fused
+    # Adam fused (the default) against unfused, side by side (learner_update_fused_*)
 
 Each task gets one block of ``num_envs`` columns × ``unroll_length`` steps per update (the
 smallest batch a run's learner takes when every task's actor delivers one unroll), filled
@@ -21,7 +23,9 @@ time, and by self device time on a GPU) with the GPU's busy fraction over those 
 A replay-based rule (``sac``) stores each block and takes the gradient steps its replay ratio
 owes: its replays are first filled past ``learning_starts`` (untimed), and the figure that
 bounds its run is **ms per gradient step** (also printed), which with the replay ratio gives
-the env steps per second the learner can keep up with.
+the env steps per second the learner can keep up with. **ms per draw** times the drawing of a
+step's batch alone (sampling the host replays, gathering, moving to the device), and its
+share of the gradient step.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from _common import machine, write_result
 
 from mtrl.algorithms import make_learner
 from mtrl.config import load_config
+from mtrl.learner import optim
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.device import resolve_device
 from mtrl.learner.distributed import DistContext
@@ -103,6 +108,20 @@ def profile_updates(learner: Any, batches: list[TaskBatch], updates: int) -> dic
         out["device_busy_fraction"] = busy_us / 1e6 / wall
         out["by_device"] = events.table(sort_by="self_cuda_time_total", row_limit=15)
     return out
+
+
+def ms_per_draw(learner: Any, draws: int) -> float:
+    """Milliseconds per batch a replay rule draws for one gradient step (its host replays
+    sampled, the batch gathered and moved to the device), the device finished: the part of a
+    gradient step that where the replay lives decides (``benchmarks/replay_device.py``)."""
+    ready = learner.ready_tasks()
+    draws = max(int(draws), 20)
+    _sync(learner.device)
+    start = time.perf_counter()
+    for _ in range(draws):
+        learner._sample(ready)  # the draw alone, as each gradient step makes it
+    _sync(learner.device)
+    return (time.perf_counter() - start) / draws * 1e3
 
 
 def measure(
@@ -176,6 +195,8 @@ def measure(
         result["gradient_steps"] = taken
         result["ms_per_gradient_step"] = seconds / taken * 1e3
         result["env_steps_per_s_bound"] = result["samples_per_update"] * updates / seconds
+        result["ms_per_draw"] = ms_per_draw(learner, taken)
+        result["draw_share"] = result["ms_per_draw"] / result["ms_per_gradient_step"]
     if profile:
         result["profile"] = profile_updates(learner, batches, profile)
     return result
@@ -193,9 +214,16 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated learner.multitask.gradients to time side by side in 3 "
         "interleaved rounds, e.g. sum,pcgrad,cagrad (ratios to the first)",
     )
+    ap.add_argument(
+        "--fused",
+        action="store_true",
+        help="time Adam fused (the default) and unfused side by side in 3 interleaved rounds",
+    )
     args = ap.parse_args(argv)
     if args.gradients:
         return compare_gradients(args.config, args.updates, args.device, args.gradients, args)
+    if args.fused:
+        return compare_fused(args.config, args.updates, args.device, args)
     result = {
         "benchmark": "learner_update",
         "machine": machine(),
@@ -208,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     if "ms_per_gradient_step" in result:
         print(
             f"  {result['ms_per_gradient_step']:.1f} ms per gradient step: the learner keeps up "
-            f"with {result['env_steps_per_s_bound']:.0f} env steps/s at this replay ratio"
+            f"with {result['env_steps_per_s_bound']:.0f} env steps/s at this replay ratio; "
+            f"drawing its batch {result['ms_per_draw']:.2f} ms ({result['draw_share']:.0%})"
         )
     if "profile" in result:
         prof = result["profile"]
@@ -248,6 +277,37 @@ def compare_gradients(
         "ratio_to_first": {k: median[k] / base for k in kinds},
     }
     path = write_result(f"learner_update_gradients_{config.stem}", result, args.out_dir)
+    print(f"wrote {path}")
+    return 0
+
+
+def compare_fused(config: Path, updates: int, device: str | None, args: argparse.Namespace) -> int:
+    """ms per update with Adam fused and unfused (:data:`mtrl.learner.optim.FUSED_ADAM`), in
+    interleaved rounds (the median of 3)."""
+    runs: dict[str, list[float]] = {"fused": [], "unfused": []}
+    try:
+        for _ in range(3):
+            for arm in runs:
+                optim.FUSED_ADAM = arm == "fused"
+                runs[arm].append(measure(config, updates, device)["ms_per_update"])
+    finally:
+        optim.FUSED_ADAM = True
+    median = {k: float(np.median(v)) for k, v in runs.items()}
+    for arm, ms in runs.items():
+        rounds = ", ".join(f"{x:.2f}" for x in ms)
+        print(f"{arm:>8}: {median[arm]:.2f} ms per update (rounds {rounds})")
+    print(f"unfused / fused: {median['unfused'] / median['fused']:.2f}x")
+    result = {
+        "benchmark": "learner_update_fused",
+        "machine": machine(),
+        "config": str(config),
+        "device": str(resolve_device(device or load_config(config).learner.device)),
+        "updates": updates,
+        "ms_per_update": runs,
+        "median_ms": median,
+        "unfused_over_fused": median["unfused"] / median["fused"],
+    }
+    path = write_result(f"learner_update_fused_{config.stem}", result, args.out_dir)
     print(f"wrote {path}")
     return 0
 

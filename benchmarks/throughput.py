@@ -54,6 +54,19 @@ WORKLOADS = {
     "minatar": {"env": "minatar/breakout", "num_envs": 32, "actors": 2},
     # Sebulba Atari (needs the envpool extra): a GPU machine's workload, 84x84x4 frames.
     "atari": {"env": "envpool/Pong-v5", "num_envs": 64, "actors": 4, "interference_steps": 300},
+    # The same 256 envs in fewer, larger pools: each envpool step spreads over more threads.
+    "atari-2x128": {
+        "env": "envpool/Pong-v5",
+        "num_envs": 128,
+        "actors": 2,
+        "interference_steps": 200,
+    },
+    "atari-1x256": {
+        "env": "envpool/Pong-v5",
+        "num_envs": 256,
+        "actors": 1,
+        "interference_steps": 100,
+    },
 }
 UNROLL = 20
 

@@ -54,16 +54,23 @@ step suite 190 "$py" -m pytest -q -p no:cacheprovider -n 12 --dist loadfile --ti
     --ignore tests/gpu --ignore tests/ray --ignore tests/xla
 wait $cuda_tests
 
-# Then the benchmarks, alone.
+# Then the benchmarks, alone: the learner (Adam fused against unfused, then a profile), SAC's
+# gradient step and the share its replay draw takes, where a replay should live, the Sebulba
+# Atari pipeline in three pool layouts, and Anakin (last: its figure is on record already).
+step learner_fused 60 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
+    --device cuda --updates 20 --fused --out-dir "$out"
+step learner_profile 40 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
+    --device cuda --updates 20 --profile 5 --out-dir "$out"
+step sac_update 60 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+    --device cuda --updates 20 --out-dir "$out"
+step replay_device 60 "$py" benchmarks/replay_device.py --device cuda --seconds 2 --out-dir "$out"
+step throughput 150 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
+    --workloads atari atari-2x128 atari-1x256 --modes process-central
 step anakin 90 "$py" benchmarks/anakin_vs_sebulba.py --device cuda --anakin-envs 131072 \
     --sebulba-envs 1024 --seconds 2 --rounds 2 --skip-env --compile-mode reduce-overhead
-step learner_profile 40 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
-    --device cuda --updates 20 --profile 5 --out-dir docs/results
-step throughput 110 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
-    --workloads atari cartpole --modes thread process-central
 
 kill "$smi" 2>/dev/null
-tar czf "$out/results.tgz" docs/results/anakin_vs_sebulba.json docs/results/throughput.json \
-    docs/results/learner_update_atari_envpool.json 2>/dev/null
+cp docs/results/throughput.json docs/results/anakin_vs_sebulba.json "$out"/ 2>/dev/null
+(cd "$out" && tar czf results.tgz ./*.json ./*.log ./*.txt ./*.csv 2>/dev/null)
 echo "== summary (budget $budget s, used $(($(date +%s) - t0)) s)"
 cat "$summary"

@@ -7,6 +7,11 @@ encoder, policy head and own recurrent core — learn faster or slower: scaling 
 scales those gradients and their running size alike. A per-task multiplier on the step size
 can, and that is what ``TaskConfig.learning_rate_scale`` sets. The shared torso, the value
 rows (one tensor for all tasks) and a shared core keep the plain rate.
+
+Adam runs fused (``fused=True``: one kernel for every parameter's step) where every parameter
+is a plain CPU or CUDA tensor: a GPU's update is launch-bound, and the unfused step launches
+several kernels per group of tensors (on a CPU it loops over the tensors in Python).
+:data:`FUSED_ADAM` turns it off, to compare (``benchmarks/learner_update.py --fused``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from torch import nn
 
 from mtrl.config import LearnerConfig
 
-__all__ = ["group_order", "make_optimizer", "param_groups", "set_learning_rate"]
+__all__ = ["FUSED_ADAM", "group_order", "make_optimizer", "param_groups", "set_learning_rate"]
+
+FUSED_ADAM = True
+"""Fuse Adam's step where every parameter is a plain CPU or CUDA tensor (module docstring)."""
 
 
 def group_order(lr_scale: float) -> tuple[bool, float]:
@@ -64,10 +72,23 @@ def make_optimizer(
     if groups and isinstance(groups[0], dict):
         groups = [{**g, "lr": cfg.learning_rate * g.get("lr_scale", 1.0)} for g in groups]
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(groups, lr=cfg.learning_rate, eps=1e-5)
+        fused = FUSED_ADAM and _fusable(groups)
+        return torch.optim.Adam(groups, lr=cfg.learning_rate, eps=1e-5, fused=fused or None)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=cfg.learning_rate)
     return torch.optim.RMSprop(groups, lr=cfg.learning_rate, eps=0.01, alpha=0.99)
+
+
+def _fusable(groups: Sequence[Any]) -> bool:
+    """Whether every parameter (of tensors or of groups' ``params``) is a plain floating tensor
+    on the CPU or on CUDA, as fused Adam takes them (not sharded DTensors, not XLA)."""
+    params = [p for g in groups for p in (g["params"] if isinstance(g, dict) else [g])]
+    return bool(params) and all(
+        type(p) in (torch.Tensor, nn.Parameter)
+        and p.device.type in ("cpu", "cuda")
+        and p.is_floating_point()
+        for p in params
+    )
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -76,6 +76,7 @@ def test_the_learner_and_per_task_popart_on_cuda_match_the_cpu() -> None:
         for learner in (cpu, gpu):
             learner.update([task_batch(b, learner.device) for b in batches])
     assert gpu.device.type == gpu.mu.device.type == torch.device(GPU).type
+    assert gpu.optimizer.defaults["fused"] is True  # one kernel for Adam's whole step
     pairs = zip(cpu_model.named_parameters(), cuda_model.parameters(), strict=True)
     for (name, p_cpu), p_gpu in pairs:
         assert p_gpu.device == gpu.device

@@ -162,3 +162,26 @@ def test_task_sharded_ranks_optimiser_states_merge_by_scale_and_split_back() -> 
     for part in (rank0, rank1):
         names = set(part["state"])
         assert select_optimizer_state(merged, names) == part
+
+
+def test_adam_runs_fused_on_plain_tensors_and_steps_as_the_unfused_one() -> None:
+    """Fused Adam (one kernel for every parameter) takes the same steps as the per-tensor loop
+    it replaces; FUSED_ADAM off gives the loop, and RMSProp is left as it is."""
+    from mtrl.learner import optim
+
+    fused = _learner()
+    assert fused.optimizer.defaults["fused"] is True
+    try:
+        optim.FUSED_ADAM = False
+        plain = _learner()
+    finally:
+        optim.FUSED_ADAM = True
+    assert not plain.optimizer.defaults["fused"]
+    for step in range(3):
+        batches = [random_task_batch(k, s, 8, 4, seed=10 * step + k) for k, s in enumerate(SPACES)]
+        fused.update(batches)
+        plain.update(batches)
+    for (name, a), b in zip(fused.model.named_parameters(), plain.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    rms = LearnerConfig.model_validate({"optimizer": "rmsprop"})
+    assert not optim.make_optimizer(fused.model.parameters(), rms).defaults.get("fused")
