@@ -49,23 +49,24 @@ smi=$!
 # Correctness first, the CUDA paths and the suite side by side (xdist, one file per worker).
 step cuda_tests 180 "$py" -m pytest -q -p no:cacheprovider -n 4 tests/gpu --durations=10 &
 cuda_tests=$!
-step suite 190 "$py" -m pytest -q -p no:cacheprovider -n 12 --dist loadfile --timeout 200 \
+step suite 180 "$py" -m pytest -q -p no:cacheprovider -n 12 --dist loadfile --timeout 200 \
     tests plugins_contrib/mtrl-minatar plugins_contrib/mtrl-scisim plugins_contrib/mtrl-heat \
+    plugins_contrib/mtrl-minigrid \
     --ignore tests/gpu --ignore tests/ray --ignore tests/xla
 wait $cuda_tests
 
 # Then the benchmarks, alone: the learner (Adam fused against unfused, then a profile), SAC's
 # gradient step and the share its replay draw takes, where a replay should live, the Sebulba
-# Atari pipeline in three pool layouts, and Anakin (last: its figure is on record already).
-step learner_fused 60 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
+# Atari pipeline in fewer, larger pools, and Anakin (last: its figure is on record already).
+step learner_fused 45 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
     --device cuda --updates 20 --fused --out-dir "$out"
-step learner_profile 40 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
+step learner_profile 30 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
     --device cuda --updates 20 --profile 5 --out-dir "$out"
-step sac_update 60 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+step sac_update 45 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
     --device cuda --updates 20 --out-dir "$out"
-step replay_device 60 "$py" benchmarks/replay_device.py --device cuda --seconds 2 --out-dir "$out"
-step throughput 150 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
-    --workloads atari atari-2x128 atari-1x256 --modes process-central
+step replay_device 45 "$py" benchmarks/replay_device.py --device cuda --seconds 2 --out-dir "$out"
+step throughput 110 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
+    --workloads atari-2x128 atari-1x256 --modes process-central
 step anakin 90 "$py" benchmarks/anakin_vs_sebulba.py --device cuda --anakin-envs 131072 \
     --sebulba-envs 1024 --seconds 2 --rounds 2 --skip-env --compile-mode reduce-overhead
 
