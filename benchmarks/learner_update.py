@@ -124,6 +124,26 @@ def ms_per_draw(learner: Any, draws: int) -> float:
     return (time.perf_counter() - start) / draws * 1e3
 
 
+def syncs_per_step(learner: Any, steps: int = 5) -> dict[str, float]:
+    """Where a replay rule's gradient steps wait for the GPU: the places (file:line) that
+    ``torch.cuda.set_sync_debug_mode`` reports, and how often per step (each one stalls the
+    host until the queued kernels finish, so the step's launches and its kernels take turns)."""
+    import warnings
+    from collections import Counter
+
+    ready = learner.ready_tasks()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(steps):
+                learner._gradient_step(ready)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    where = Counter(f"{Path(w.filename).name}:{w.lineno}" for w in caught)
+    return {"total": len(caught) / steps, **{k: n / steps for k, n in where.most_common()}}
+
+
 def measure(
     config: Path,
     updates: int,
@@ -197,6 +217,8 @@ def measure(
         result["env_steps_per_s_bound"] = result["samples_per_update"] * updates / seconds
         result["ms_per_draw"] = ms_per_draw(learner, taken)
         result["draw_share"] = result["ms_per_draw"] / result["ms_per_gradient_step"]
+        if device.type == "cuda":
+            result["host_syncs_per_gradient_step"] = syncs_per_step(learner)
     if profile:
         result["profile"] = profile_updates(learner, batches, profile)
     return result
@@ -239,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             f"with {result['env_steps_per_s_bound']:.0f} env steps/s at this replay ratio; "
             f"drawing its batch {result['ms_per_draw']:.2f} ms ({result['draw_share']:.0%})"
         )
+    if "host_syncs_per_gradient_step" in result:
+        print(f"  host syncs per gradient step: {result['host_syncs_per_gradient_step']}")
     if "profile" in result:
         prof = result["profile"]
         print(prof["by_cpu"])

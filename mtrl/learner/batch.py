@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from mtrl.learner.device import to_device
 from mtrl.learner.model import obs_to_tensor
 
 Obs = torch.Tensor | dict[str, torch.Tensor]
@@ -56,6 +57,6 @@ def task_batch(source: Any, device: torch.device | str) -> TaskBatch:
     return TaskBatch(
         task=source.task,
         policy_version=source.policy_version,
-        core_state=None if state is None else torch.as_tensor(state, device=device),
+        core_state=None if state is None else to_device(state, device),
         **{f: obs_to_tensor(getattr(source, f), device) for f in ARRAY_FIELDS},
     )

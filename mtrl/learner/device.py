@@ -35,6 +35,7 @@ __all__ = [
     "auto_kind",
     "import_torch_xla",
     "resolve_device",
+    "to_device",
     "xla_unavailable_reason",
 ]
 
@@ -153,6 +154,23 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def to_device(x: Any, device: torch.device | str | None) -> torch.Tensor:
+    """A host array or tensor as a tensor on ``device`` (``None``: where it is, sharing memory).
+
+    To CUDA the copy goes through pinned memory and does not block the host: a copy from
+    pageable memory waits until the GPU has finished everything queued before it, which in a
+    learner's step is one stall per tensor moved (SAC moves several per gradient step). The
+    pinned copy is taken at once, so the caller may reuse ``x`` as soon as this returns.
+    """
+    t = torch.as_tensor(x)
+    if device is None:
+        return t
+    device = torch.device(device)
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """What one device kind needs beyond ``tensor.to(device)``; built from a ``torch.device``."""
@@ -170,9 +188,7 @@ class Accelerator:
 
     def to_device(self, x: torch.Tensor) -> torch.Tensor:
         """Host tensor → this device; on CUDA through pinned memory, without blocking the host."""
-        if self.kind == "cuda" and x.device.type == "cpu":
-            return x.pin_memory().to(self.device, non_blocking=True)
-        return x.to(self.device)
+        return to_device(x, self.device)
 
     def after_step(self) -> None:
         """Call after an optimiser step: on XLA, cut the traced graph and run it."""

@@ -36,6 +36,7 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.config.learner import ModelConfig
+from mtrl.learner.device import to_device
 from mtrl.learner.distributions import GaussianHead, PolicyDist, make_policy_head
 from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder, make_mlp
 from mtrl.learner.recurrent import RecurrentCore, state_size
@@ -57,14 +58,15 @@ class TaskSpaces:
 def obs_to_tensor(obs: Any, device: torch.device | str | None = None) -> Obs:
     """Batched numpy observations (array, dict or tuple of arrays) → tensors on ``device``.
 
-    Keeps the dtype (``torch.as_tensor``), so casting and scaling happen on the device. A tuple
-    (a Tuple observation) becomes a dict keyed ``"0"``, ``"1"``, ..., the form unrolls carry.
+    Keeps the dtype (``torch.as_tensor``), so casting and scaling happen on the device; to a
+    GPU through pinned memory (:func:`~mtrl.learner.device.to_device`). A tuple (a Tuple
+    observation) becomes a dict keyed ``"0"``, ``"1"``, ..., the form unrolls carry.
     """
     if isinstance(obs, Mapping):
         return {k: obs_to_tensor(v, device) for k, v in obs.items()}
     if isinstance(obs, tuple):
         return {str(i): obs_to_tensor(v, device) for i, v in enumerate(obs)}
-    return torch.as_tensor(obs, device=device)
+    return to_device(obs, device)
 
 
 class MultiTaskModel(nn.Module):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from parallel_scenarios import NAMES, SPACES, all_batches, build_model, learner_config
@@ -69,6 +70,18 @@ def test_the_accelerator_picks_the_collective_backend_per_kind() -> None:
     assert acc.to_device(x) is x  # nothing to copy on the host
     acc.after_step()
     acc.synchronize()
+
+
+def test_host_arrays_reach_the_cpu_without_a_copy_and_keep_their_dtype() -> None:
+    """``to_device`` on the host shares the array's memory (a learner on the CPU copies
+    nothing); the GPU path (pinned, non-blocking) runs in tests/gpu."""
+    a = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    for dev in (None, "cpu", torch.device("cpu")):
+        t = device_mod.to_device(a, dev)
+        assert t.dtype == torch.uint8 and t.device.type == "cpu"
+        a[0, 0] = 9
+        assert t[0, 0] == 9  # the same memory
+        a[0, 0] = 0
 
 
 def test_context_reads_torchrun_variables() -> None:

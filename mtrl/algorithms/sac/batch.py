@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from mtrl.learner.device import to_device
 from mtrl.learner.model import Obs, obs_to_tensor
 from mtrl.replay import TaskReplay
 
@@ -47,7 +48,7 @@ def group_key(space: spaces.Space) -> tuple[bool, int]:
 
 def _joined(batches: Sequence[Any], field: str, device: torch.device) -> torch.Tensor:
     """One field of several tasks' sampled batches as one tensor on ``device``."""
-    return torch.as_tensor(np.concatenate([getattr(b, field) for b in batches]), device=device)
+    return to_device(np.concatenate([getattr(b, field) for b in batches]), device)
 
 
 def _cat_obs(parts: Sequence[Any], device: torch.device) -> list[Obs]:
@@ -72,7 +73,9 @@ def draw_groups(
     device: torch.device,
 ) -> list[Group]:
     """``counts[i]`` transitions from the replay of task ``ready[i]``, grouped by ``keys``
-    (:func:`group_key` of each task) and moved to ``device``."""
+    (:func:`group_key` of each task) and moved to ``device``: everything is assembled on the
+    host and moved without blocking it (:func:`~mtrl.learner.device.to_device`), since each
+    blocking copy to a GPU would wait for the previous gradient step to finish."""
     drawn: dict[tuple[bool, int], list[tuple[int, Any, np.ndarray, np.ndarray]]] = {}
     for task, n in zip(ready, counts, strict=True):
         if n:
@@ -93,17 +96,11 @@ def draw_groups(
                 sizes=sizes,
                 obs=_cat_obs([b.obs for b in batches], dev),
                 next_obs=_cat_obs([b.next_obs for b in batches], dev),
-                actions=torch.as_tensor(
-                    actions.reshape(len(actions), -1) if box else actions, device=dev
-                ),
+                actions=to_device(actions.reshape(len(actions), -1) if box else actions, dev),
                 rewards=_joined(batches, "rewards", dev),
                 terminated=_joined(batches, "terminated", dev),
-                weights=torch.as_tensor(
-                    np.concatenate([m[3] for m in members]), dtype=torch.float32, device=dev
-                ),
-                rows=torch.repeat_interleave(
-                    torch.tensor(tasks, device=dev), torch.tensor(sizes, device=dev)
-                ),
+                weights=to_device(np.concatenate([m[3] for m in members]).astype(np.float32), dev),
+                rows=to_device(np.repeat(np.asarray(tasks, np.int64), sizes), dev),
                 indices=[m[2] for m in members],
             )
         )

@@ -36,10 +36,10 @@ class SacDiagnostics:
         each task ``[K]``; ``alpha`` is per task, ``entropy``, ``q``, ``td`` per sample."""
         sums = torch.zeros(len(alpha), 3, device=alpha.device)
         sums.index_add_(0, rows, torch.stack([entropy, q, td], dim=1))
-        present = count > 0
+        present = (count > 0).unsqueeze(1)  # a mask, not boolean indexing (no host sync)
         means = torch.cat([alpha.unsqueeze(1), sums / count.clamp(min=1).unsqueeze(1)], dim=1)
-        self.sums[present, : len(FIELDS)] += means[present].double()
-        self.sums[present, len(FIELDS)] += 1
+        self.sums[:, : len(FIELDS)] += torch.where(present, means, 0.0).double()
+        self.sums[:, len(FIELDS) :] += present.double()
 
     def pop(self) -> dict[str, float]:
         """``learner/<task>/<field>`` means since the last call (tasks sampled since)."""

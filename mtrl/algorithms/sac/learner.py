@@ -316,10 +316,12 @@ class SacLearner:
         local = torch.zeros(k, device=self.device).index_add_(0, rows, torch.ones_like(entropy))
         total_h = torch.zeros(k, device=self.device).index_add_(0, rows, entropy)
         count, total_h = self._task_sums(local, total_h)
-        present = count > 0
+        # Tasks absent from the batch add nothing (a mask, not boolean indexing: that would
+        # wait for the GPU to say how many tasks are present).
+        present = (count > 0).to(total_h.dtype)
         mean_h = total_h / count.clamp(min=1)
-        alpha_loss = losses.temperature_loss(
-            self.log_alpha[present], mean_h[present], self.target_entropy[present]
+        alpha_loss = (
+            losses.temperature_loss(self.log_alpha, mean_h, self.target_entropy) * present
         ).sum()
         # From whole-batch sums: the same loss, hence the same gradient, on every replica.
         self._step(self.alpha_opt, alpha_loss, [self.log_alpha], reduce=False)
