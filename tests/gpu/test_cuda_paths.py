@@ -137,6 +137,36 @@ def test_sac_trains_from_its_replay_on_the_gpu() -> None:
     assert task.mean_return is not None and np.isfinite(task.mean_return)
 
 
+def test_a_sac_gradient_step_never_waits_for_the_gpu() -> None:
+    """With uniform replay, nothing in a gradient step reads a GPU value back or copies to
+    the GPU from pageable memory: a sync would stall the host until every queued kernel ran
+    (29 per step before, docs/BENCHMARKS.md "GPU, second lease")."""
+    from mtrl.algorithms.sac import make_sac_learner
+
+    cfg = parse_config(
+        "tasks: [{env: a/b}]\n"
+        "learner: {algorithm: sac, unroll_length: 8, device: cuda,"
+        " model: {encoder_dim: 16, torso: [16]},"
+        " sac: {batch_size: 64, learning_starts: 16, replay_ratio: 1}}\n"
+    )
+    torch.manual_seed(0)
+    model = MultiTaskModel(SPACES, cfg.learner.model).to(GPU)
+    learner = make_sac_learner(model, cfg.learner, ["a", "b"])
+    for step in range(4):
+        learner.update(
+            [task_batch(_batch(k, s, 1.0, 10 * step + k), GPU) for k, s in enumerate(SPACES)]
+        )
+    ready = learner.ready_tasks()
+    assert ready == [0, 1]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            learner._gradient_step(ready)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
 @pytest.mark.parametrize("model_parallel", ["none", "task_sharded", "fsdp"])
 def test_one_nccl_rank_under_torchrun_trains(tmp_path: Path, model_parallel: str) -> None:
     """``mtrl train --nproc 1`` on the GPU: torchrun, an NCCL process group, one replica."""
