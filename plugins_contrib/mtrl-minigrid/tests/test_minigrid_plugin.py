@@ -71,3 +71,25 @@ def test_reaching_the_goal_is_a_success_and_timing_out_is_not() -> None:
         step = env.step(np.array([right]))
     assert step.truncated[0] and not step.success[0]
     env.close()
+
+
+def test_the_image_is_bounded_by_its_indices_so_the_encoder_scales_it_to_one() -> None:
+    """The image holds object, colour and state indices (at most 10, 5, 2): its declared
+    bounds say so, every observation lies within them, and the encoder's scaled input reaches
+    1 in each channel instead of staying below 10/255."""
+    spec = get_plugins().envs.get("minigrid/BabyAI-GoToLocal-v0")
+    image = spec.observation_space["image"]
+    assert image.high[0, 0].tolist() == [10, 5, 2] and (image.low == 0).all()
+    env = make_env("minigrid/BabyAI-GoToLocal-v0", num_envs=4, seed=0)
+    obs = env.reset()
+    rng = np.random.default_rng(0)
+    seen = obs["image"].max(axis=(0, 1, 2))
+    for _ in range(50):
+        obs = env.step(rng.integers(0, 7, 4)).obs
+        assert image.contains(obs["image"][0])
+        seen = np.maximum(seen, obs["image"].max(axis=(0, 1, 2)))
+    env.close()
+    encoder = make_encoder(spec.observation_space, ModelConfig(encoder_dim=8))
+    scale = next(m for m in encoder.modules() if hasattr(m, "inv_high")).inv_high
+    scaled = seen * scale[0, 0].numpy()
+    assert scaled[0] == pytest.approx(seen[0] / 10) and scaled.max() > 0.5

@@ -8,6 +8,11 @@ solved (``1 − 0.9 · steps / max_steps``), so an episode that terminates with 
 succeeded: :class:`SuccessInfo` reports that as ``info["success"]``, which mtrl logs per task
 (``task/<name>/success``) and ``mtrl eval`` turns into a success rate.
 
+The image holds indices, not pixels: object (0–10), colour (0–5) and door state (0–2) per cell,
+while MiniGrid declares it ``Box(0, 255)``. :class:`IndexBounds` declares the true bounds, so
+mtrl's encoder scales each channel by its own largest index into [0, 1]; against 255 every
+input stayed below 0.04 and BabyAI's levels did not learn (docs/BENCHMARKS.md, "BabyAI").
+
 BabyAI's level generator retries a layout it rejects and prints ``Sampling rejected: ...`` on
 stdout each time (tens of lines a minute in a run); :class:`SuccessInfo` drops those lines from
 a reset's output and passes anything else on.
@@ -21,11 +26,34 @@ import sys
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
 
 from mtrl.plugins import BatchEnv, batch_env_from_gymnasium
 
 RETRY_NOTES = ("Sampling rejected:", "Timeout during mission generation:")
 """Prefixes of the lines BabyAI prints when it regenerates a level."""
+
+
+def image_bounds() -> np.ndarray:
+    """The largest index of each image channel: object, colour, state (MiniGrid's tables)."""
+    from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
+
+    return np.array([max(t.values()) for t in (OBJECT_TO_IDX, COLOR_TO_IDX, STATE_TO_IDX)])
+
+
+class IndexBounds(gym.Wrapper):
+    """The same observations, with the image's space bounded by its channels' largest indices
+    (see the module docstring)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        image = space["image"]
+        high = np.broadcast_to(image_bounds(), image.shape).astype(image.dtype)
+        self.observation_space = spaces.Dict(
+            {**space.spaces, "image": spaces.Box(0, high, image.shape, image.dtype)}
+        )
 
 
 class SuccessInfo(gym.Wrapper):
@@ -53,6 +81,6 @@ def make_level(num_envs: int, seed: int = 0, *, level: str, **kwargs: Any) -> Ba
     import minigrid  # noqa: F401  (registers the levels with gymnasium)
 
     def one() -> gym.Env:
-        return SuccessInfo(gym.make(level, **kwargs))
+        return SuccessInfo(IndexBounds(gym.make(level, **kwargs)))
 
     return batch_env_from_gymnasium(one, num_envs, seed)
