@@ -302,6 +302,15 @@ class ExperimentConfig(ConfigModel):
         makes a valid config (checked by validating the config with it)."""
         if self.tune is None:
             return self
+        if self.tune.metric == "target":
+            missing = [
+                f"tasks[{i}] ({t.env})" for i, t in enumerate(self.tasks) if t.target_score is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"tune.metric: target needs a target_score on every task; {', '.join(missing)} "
+                    "has none"
+                )
         data = self.model_dump(mode="json", exclude={"tune"})
         for path, values in search_values(self.tune).items():
             try:

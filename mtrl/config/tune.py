@@ -90,9 +90,12 @@ class TuneConfig(ConfigModel):
     """The fraction of the population that copies from the best as much."""
     resample_probability: float = Field(default=0.25, ge=0, le=1)
     """``pbt``: the chance that explore redraws a value instead of perturbing it."""
-    metric: Literal["normalized_score", "return"] = "normalized_score"
-    """What ranks the runs: the mean over tasks of the recent normalised score (tasks with a
-    known random and target score), or of the recent mean return."""
+    metric: Literal["normalized_score", "target", "return"] = "normalized_score"
+    """What ranks the runs: the mean over tasks of the recent normalised score (envs that
+    register a random and a reference score); ``target``: of each task's way to its own
+    ``target_score``, ``(R − random) / (target − random)`` (random: the env's registered score,
+    0 where it has none; every task needs a target), so tasks of very different return scales
+    count alike; ``return``: of the recent mean return."""
     search: dict[str, SearchDimension] = Field(min_length=1)
     """Dotted config path -> its distribution."""
 

@@ -39,7 +39,13 @@ from mtrl.tune.history import (
 )
 from mtrl.tune.space import apply
 
-__all__ = ["IntervalTrainer", "member_score", "train_interval", "train_member"]
+__all__ = [
+    "IntervalTrainer",
+    "member_score",
+    "target_fraction",
+    "train_interval",
+    "train_member",
+]
 
 
 class IntervalTrainer(Trainer):
@@ -54,16 +60,40 @@ class IntervalTrainer(Trainer):
             self.request_stop()
 
 
-def member_score(results: list[TaskResult], metric: str) -> float:
+def target_fraction(mean_return: float, target: float, random: float | None) -> float:
+    """How far a task's return has come from random (``random``; 0 where unknown) to its
+    target: 0 at random, 1 at the target, above 1 past it."""
+    low = 0.0 if random is None else random
+    if target == low:
+        raise UserError(
+            f"tune.metric: target: a target_score of {target:g} is the task's random score; "
+            "the way to it cannot be measured"
+        )
+    return (mean_return - low) / (target - low)
+
+
+def member_score(
+    results: list[TaskResult], metric: str, random_scores: list[float | None] | None = None
+) -> float:
     """What ranks a member: the mean over tasks of the recent normalised score (``metric:
-    normalized_score``) or mean return (``return``); -inf before any episode ended."""
+    normalized_score``), of the way to each task's target (``target``, from ``random_scores``:
+    each task's env's registered random score or None) or of the mean return (``return``);
+    -inf until every task has ended an episode."""
+    if metric == "target":
+        randoms = random_scores or [None] * len(results)
+        values = [
+            target_fraction(r.mean_return, r.target_score, low)
+            for r, low in zip(results, randoms, strict=True)
+            if r.mean_return is not None and r.target_score is not None
+        ]
+        return sum(values) / len(values) if len(values) == len(results) else float("-inf")
     if metric == "normalized_score":
         missing = [r.name for r in results if r.normalized_score is None and r.episodes > 0]
         if missing:
             raise UserError(
                 f"tune.metric: normalized_score, but task(s) {', '.join(missing)} have no "
-                "normalised score (their env registers no random and target score): use "
-                "tune.metric: return"
+                "normalised score (their env registers no random and reference score): use "
+                "tune.metric: target (each task's target_score) or return"
             )
         values = [r.normalized_score for r in results if r.normalized_score is not None]
     else:
@@ -111,7 +141,13 @@ def train_interval(
         result = trainer.run()
     finally:
         trainer.close()
-    score = member_score(result.tasks, cfg.tune.metric if cfg.tune is not None else "return")
+    if plugins is None:
+        from mtrl.plugins import get_plugins
+
+        plugins = get_plugins()
+    randoms = [plugins.envs.get(t.env).random_score for t in cfg.tasks]
+    metric = cfg.tune.metric if cfg.tune is not None else "return"
+    score = member_score(result.tasks, metric, randoms)
     new_state, path = load_latest(run_dir)
     return new_state, path, score
 

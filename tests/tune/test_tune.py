@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from mtrl.config import parse_config
-from mtrl.errors import UserError
+from mtrl.errors import ConfigError, UserError
 from mtrl.testing.netns import in_private_network
 from mtrl.train.progress import TaskResult
 from mtrl.train.trainer import Trainer
@@ -92,6 +92,30 @@ def test_the_score_ranks_by_normalised_score_or_return() -> None:
     assert member_score([_result("a", None, None, 0)], "return") == float("-inf")
     with pytest.raises(UserError, match="have no normalised score"):
         member_score([_result("a", None, 10.0)], "normalized_score")
+
+
+def test_the_target_metric_counts_each_task_by_its_way_to_its_own_target() -> None:
+    """A 1000-point task and a 5-point one weigh alike: each is measured from its random
+    score (0 where the env registers none) to its target."""
+    pole = TaskResult("pole", 100, 5, 760.0, None, 950.0)  # random 0: 0.8 of the way
+    brk = TaskResult("breakout", 100, 5, 2.75, None, 5.0)  # random 0.5: half the way
+    assert member_score([pole, brk], "target", [None, 0.5]) == pytest.approx(0.65)
+    assert member_score([pole, brk], "return") == pytest.approx(381.375)  # pole alone decides
+    unseen = TaskResult("breakout", 0, 0, None, None, 5.0)
+    assert member_score([pole, unseen], "target", [None, 0.5]) == float("-inf")
+
+
+def test_the_target_metric_needs_a_target_on_every_task() -> None:
+    text = """
+tasks:
+  - {env: gymnasium/CartPole-v1, target_score: 475}
+  - {env: gymnasium/Pendulum-v1}
+tune:
+  metric: target
+  search: {learner.learning_rate: {log_uniform: [1.0e-4, 1.0e-3]}}
+"""
+    with pytest.raises(ConfigError, match=r"needs a target_score on every task; tasks\[1\]"):
+        parse_config(text)
 
 
 def test_an_exploit_copies_the_whole_state_and_keeps_the_members_hyperparameters(

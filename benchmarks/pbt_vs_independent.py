@@ -1,0 +1,654 @@
+"""Population Based Training (``mtrl tune``) against independent runs of the shipped config.
+
+    .venv/bin/python benchmarks/pbt_vs_independent.py [--repeats 2] [--population 4] \\
+        [--total-env-steps N] [--interval-env-steps 100000] [--metric target] \\
+        [--out-dir docs/results] [--work-dir /tmp/pbt_vs_independent_XXXX]
+    # writes docs/results/pbt_vs_independent.json; runs and logs stay in the work dir
+
+Each repeat trains two arms of ``--population`` N runs of ``configs/quickstart.yaml``, one arm
+after the other (which goes first alternates between repeats):
+
+* **PBT**: the quickstart plus a ``tune:`` section (synchronous PBT, N members, an exploit /
+  explore meeting every ``--interval-env-steps``; the search space, :data:`SEARCH`, is centred
+  on the shipped values: the learning rate, the entropy weight, and the learning-rate scales of
+  the two tasks the shipped config scales), seed ``100 (r + 1)``, trained by ``mtrl tune`` in a
+  private network namespace (Ray stays on loopback; :mod:`mtrl.testing.netns`). Ray gives
+  every member an equal share of the CPUs, so the N members train at once.
+* **independent**: N ``mtrl train`` runs of the shipped config (seeds ``N r .. N r + N - 1``),
+  all N started at once as subprocesses, so they share the machine as the members do.
+
+Both arms train N runs of ``total_env_steps`` each (the quickstart's unless overridden): the
+same total env steps, on the same machine, at the same time. Each arm's wall clock runs from
+the moment its processes are started to the moment the last one has exited.
+
+Time is measured on one clock for both arms: while an arm trains, this process reads every
+run's ``metrics.jsonl`` once a second (:class:`RecordClock`) and stamps each record with the
+seconds since the arm started when it first saw it (records are written every
+``tracking.log_every_s``, 10 s in the quickstart, and flushed at once). The records' own
+``charts/elapsed_s`` will not do for PBT: a member's trainer is rebuilt every interval and
+goes on from the checkpoint's ``elapsed_s`` — after an exploit the *copied* member's — and
+leaves out the time between intervals (building the trainer, waiting for the other members).
+
+Per run, from its records (each PBT member's mtrl run directory, each independent run's): for
+each task the first record whose return (mean of its last 20 episodes) is at ``target_score``
+(:func:`learning_stats.first_crossing`, the learning benchmark's rule), with the task's env
+steps and the arm's seconds there; *time to every target*, the latest of those (None if a task
+never got there); the final return (last record) per task normalised as the learning benchmark
+does, ``(R - random) / (target - random)``, and the IQM and mean of those over the tasks. Per
+arm: the best run (every target soonest; ties and runs that never got there by the final
+normalised mean), and the IQM over all its runs x tasks with 95% stratified-bootstrap CIs
+(rliable, :func:`learning_stats.aggregate`). The target: PBT's best member at every target
+sooner than the best independent run, with a final IQM no lower.
+
+``tune.metric`` is ``target`` by default: each task's way from random to its own
+``target_score``, so breakout (about 5 at target) counts as much as InvertedPendulum (950);
+``return`` would let the largest returns decide and ``normalized_score`` needs reference scores
+that ``minatar/breakout`` and ``InvertedPendulum-v5`` do not register. All members start from
+the same network weights (the config's seed), and their env seeds differ
+(:mod:`mtrl.tune.member`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import learning_stats as ls
+from _common import machine, write_result
+from learning import _git
+from learning_runs import find_run_dir
+
+from mtrl.plugins import get_plugins
+from mtrl.testing.netns import can_unshare, in_private_network
+from mtrl.tune.history import member_label, read_population
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "configs" / "quickstart.yaml"
+ARMS = ("pbt", "independent")
+
+SEARCH: dict[str, dict[str, list[float]]] = {
+    "learner.learning_rate": {"log_uniform": [5.0e-4, 4.5e-3]},  # shipped 1.5e-3, x3 each way
+    "learner.entropy_coef": {"uniform": [0.003, 0.03]},  # the learner's default 0.01
+    "tasks.0.learning_rate_scale": {"choice": [0.25, 0.5, 1.0]},  # CartPole: shipped 0.5
+    "tasks.1.learning_rate_scale": {"choice": [1.0, 2.0, 4.0]},  # breakout: shipped 2
+}
+"""What the population searches: the hyperparameters the shipped config sets by hand."""
+
+Record = Mapping[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------
+# the figures of one run and of an arm (pure: records in, numbers out)
+
+
+def time_to_every_target(seconds: Sequence[float | None]) -> float | None:
+    """When the last task reached its target: the latest of the tasks' times, None if a task
+    never did (or there is no task with a target)."""
+    if not seconds or any(s is None for s in seconds):
+        return None
+    return max(s for s in seconds if s is not None)
+
+
+def crossing_index(records: Sequence[Record], task: ls.Task) -> int | None:
+    """Index in ``records`` of the first whose return of ``task`` is at its target
+    (:func:`learning_stats.first_crossing`); None if none is, or the task has no target."""
+    # The records' positions (from 1: extract_curve reads a 0 second as missing) as their
+    # seconds, so the crossing says which record it was.
+    indexed = [{**rec, "charts/elapsed_s": i + 1} for i, rec in enumerate(records)]
+    hit = ls.first_crossing(ls.extract_curve(indexed, task.name), task.target)
+    return None if hit is None else int(hit[1]) - 1
+
+
+def _iqm(values: Sequence[float]) -> float:
+    from rliable import metrics
+
+    return float(metrics.aggregate_iqm(np.asarray([values], np.float64)))
+
+
+def run_figures(
+    tasks: Sequence[ls.Task], records: Sequence[Record], stamps: Sequence[float]
+) -> dict[str, Any]:
+    """One run's figures from its metrics ``records`` and the arm-clock second at which each
+    was first read (``stamps``, as long as ``records``).
+
+    Per task: the final return (last record) and its normalised score, the greedy eval return
+    where the last record has one, and at the first crossing of the target the task's env
+    steps, the run's env steps and the arm's seconds. Over the tasks with a target: the
+    seconds and run env steps at which the last of them got there (None if one never did),
+    and the IQM and mean of the final normalised scores (None if a task has no final return).
+    """
+    if len(records) != len(stamps):
+        raise ValueError(f"{len(records)} records but {len(stamps)} stamps")
+    last = records[-1] if records else {}
+    out: dict[str, Any] = {"tasks": {}}
+    for t in tasks:
+        curve = ls.extract_curve(records, t.name)
+        final = float(curve.returns[-1]) if len(curve) else None
+        i = crossing_index(records, t)
+        out["tasks"][t.name] = {
+            "target": t.target,
+            "final": final,
+            "final_normalised": (
+                ls.normalise(final, t.floor, t.target) if final is not None and t.scored else None
+            ),
+            "greedy": last.get(f"eval/{t.name}/greedy_return"),
+            "steps_to_target": None if i is None else records[i][f"task/{t.name}/env_steps"],
+            "run_env_steps_at_target": None if i is None else records[i].get("charts/env_steps"),
+            "seconds_to_target": None if i is None else float(stamps[i]),
+        }
+    targeted = [out["tasks"][t.name] for t in tasks if t.target is not None]
+    every = time_to_every_target([f["seconds_to_target"] for f in targeted])
+    out["seconds_to_every_target"] = every
+    out["run_env_steps_at_every_target"] = (
+        None
+        if every is None
+        else next(f["run_env_steps_at_target"] for f in targeted if f["seconds_to_target"] == every)
+    )
+    scores = [out["tasks"][t.name]["final_normalised"] for t in tasks if t.scored]
+    whole = bool(scores) and all(s is not None for s in scores)
+    out["final_iqm"] = _iqm(scores) if whole else None
+    out["final_mean"] = float(np.mean(scores)) if whole else None
+    out["env_steps"] = last.get("charts/env_steps")
+    out["records"] = len(records)
+    out["last_record_s"] = float(stamps[-1]) if len(stamps) else None
+    return out
+
+
+def best_run(runs: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the arm's best run: the one at every target soonest; among equal times, and
+    after every run that got there, the higher final normalised mean. Runs with an ``error``
+    are left out; None if none is left."""
+
+    def key(i: int) -> tuple[float, float]:
+        r = runs[i]
+        every, mean = r.get("seconds_to_every_target"), r.get("final_mean")
+        return (math.inf if every is None else every, math.inf if mean is None else -mean)
+
+    ok = [i for i, r in enumerate(runs) if not r.get("error")]
+    return min(ok, key=key) if ok else None
+
+
+def arm_summary(
+    tasks: Sequence[ls.Task], runs: Sequence[Mapping[str, Any]], reps: int, seed: int = 0
+) -> dict[str, Any]:
+    """The arm's best run (:func:`best_run`) with its time to every target and final IQM, and
+    the IQM and mean of the final normalised scores over all its good runs x scored tasks
+    with 95% bootstrap CIs (:func:`learning_stats.aggregate`)."""
+    scored = [t for t in tasks if t.scored]
+    good = [r for r in runs if not r.get("error")]
+    matrix = np.full((len(good), len(scored)), np.nan)
+    for i, r in enumerate(good):
+        for j, t in enumerate(scored):
+            value = r["tasks"][t.name]["final_normalised"]
+            matrix[i, j] = np.nan if value is None else value
+    b = best_run(runs)
+    return {
+        "best": b,
+        "best_label": None if b is None else runs[b].get("label"),
+        "best_seconds_to_every_target": None if b is None else runs[b]["seconds_to_every_target"],
+        "best_final_iqm": None if b is None else runs[b]["final_iqm"],
+        "reached_every_target": sum(r["seconds_to_every_target"] is not None for r in good),
+        "runs": len(runs),
+        "final": ls.aggregate(matrix, reps, seed) if len(good) and scored else None,
+    }
+
+
+def verdict(pbt: Mapping[str, Any], independent: Mapping[str, Any]) -> dict[str, bool | None]:
+    """Whether PBT's best member met the target against the best independent run (both
+    :func:`arm_summary`): every target sooner (a run that never got there is never sooner;
+    False when neither got there), and a final IQM no lower (None when one is missing)."""
+    p, q = pbt["best_seconds_to_every_target"], independent["best_seconds_to_every_target"]
+    sooner = p is not None and (q is None or p < q)
+    pi, qi = pbt["best_final_iqm"], independent["best_final_iqm"]
+    no_lower = None if pi is None or qi is None else pi >= qi
+    return {"sooner": sooner, "iqm_no_lower": no_lower, "met": bool(sooner and no_lower)}
+
+
+# ---------------------------------------------------------------------------------------------
+# one clock for both arms
+
+
+class RecordClock:
+    """Reads the ``metrics.jsonl`` files under ``root`` that match ``pattern`` every ``poll_s``
+    seconds while an arm trains, and stamps each new record with the seconds since ``t0``
+    (``time.perf_counter``) at which it was first read. A line not yet finished is read again
+    at the next sweep; a finished line that is not JSON is skipped."""
+
+    def __init__(self, root: Path, pattern: str, t0: float, poll_s: float = 1.0) -> None:
+        self.root, self.pattern, self.t0, self.poll_s = root, pattern, t0, poll_s
+        self.offsets: dict[Path, int] = {}
+        self.records: dict[Path, list[dict[str, Any]]] = {}
+        self.stamps: dict[Path, list[float]] = {}
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> RecordClock:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop polling, then read what is left (stamped now: the arm has ended)."""
+        self._halt.set()
+        self._thread.join()
+        self.sweep()
+
+    def _loop(self) -> None:
+        while not self._halt.wait(self.poll_s):
+            self.sweep()
+
+    def sweep(self) -> None:
+        for path in sorted(self.root.glob(self.pattern)):
+            offset = self.offsets.get(path, 0)
+            try:
+                with path.open("rb") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except OSError:
+                continue
+            now = time.perf_counter() - self.t0
+            end = data.rfind(b"\n") + 1  # up to the last whole line
+            for line in data[:end].splitlines():
+                try:
+                    rec = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                self.records.setdefault(path, []).append(rec)
+                self.stamps.setdefault(path, []).append(now)
+            self.offsets[path] = offset + end
+
+    def runs(self) -> dict[Path, tuple[list[dict[str, Any]], list[float]]]:
+        """Run directory -> (its records, their stamps), for every run seen."""
+        return {p.parent: (self.records.get(p, []), self.stamps.get(p, [])) for p in self.offsets}
+
+    def save(self, path: Path) -> None:
+        """The stamps of every record, by metrics file (to re-read the runs later)."""
+        path.write_text(json.dumps({str(p): s for p, s in self.stamps.items()}) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# running the arms
+
+
+@dataclass
+class Setup:
+    """What every repeat shares."""
+
+    data: dict[str, Any]
+    """The shipped config as plain data, with ``total_env_steps`` set."""
+    tasks: list[ls.Task]
+    population: int
+    interval: int
+    metric: str
+    work_dir: Path
+    timeout_s: float
+    poll_s: float
+
+
+@dataclass
+class Arm:
+    """One arm of one repeat as it ran."""
+
+    name: str
+    seeds: list[int]
+    dir: Path
+    wall_s: float | None = None
+    started_at_s: float | None = None
+    """Seconds since the benchmark started, when the arm started."""
+    errors: list[str] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "WANDB_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def _mtrl(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mtrl.cli", *args]
+
+
+def _wait_all(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> list[int | None]:
+    """Wait for every process; past ``timeout_s`` interrupt each one's group (SIGINT, as
+    Ctrl-C; ``mtrl tune`` then saves and exits), then kill what is left after 60 s. The exit
+    codes (None: still alive after the kill)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        for p in procs:
+            try:
+                p.wait(timeout=max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                break
+    finally:  # also on Ctrl-C here: the children have their own sessions and miss it
+        _stop_all(procs)
+    return [p.returncode for p in procs]
+
+
+def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Interrupt each live process's group, then kill what is left after 60 s."""
+    for sig, grace in ((signal.SIGINT, 60.0), (signal.SIGKILL, 10.0)):
+        live = [p for p in procs if p.poll() is None]
+        for p in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, sig)
+        deadline = time.monotonic() + grace
+        for p in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=max(deadline - time.monotonic(), 0.1))
+
+
+def _start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:  # the child holds its own descriptor
+        return subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(), start_new_session=True
+        )
+
+
+def pbt_config(setup: Setup, seed: int) -> dict[str, Any]:
+    """The population's config: the shipped one with a ``tune:`` section and ``seed``."""
+    data = copy.deepcopy(setup.data)
+    data.update(name="quickstart_pbt", seed=seed)
+    data["tune"] = {
+        "algorithm": "pbt",
+        "population": setup.population,
+        "interval_env_steps": setup.interval,
+        "metric": setup.metric,
+        "search": copy.deepcopy(SEARCH),
+    }
+    return data
+
+
+def _write_config(data: dict[str, Any], path: Path) -> Path:
+    """Write ``data`` to ``path`` after validating it as ``mtrl`` will (fails before a run)."""
+    text = yaml.safe_dump(data, sort_keys=False)
+    ls.validate(data, str(path), **get_plugins().config_context())
+    path.write_text(text)
+    return path
+
+
+def run_pbt(setup: Setup, arm: Arm, t_bench: float) -> list[tuple[str, Path, Any]]:
+    """``mtrl tune`` of the population; (label, run dir, member history) of each member."""
+    arm.dir.mkdir(parents=True)
+    cfg = _write_config(pbt_config(setup, arm.seeds[0]), arm.dir / "pbt.yaml")
+    cmd = in_private_network(_mtrl("tune", str(cfg), "--dir", str(arm.dir)))
+    t0 = time.perf_counter()
+    arm.started_at_s = t0 - t_bench
+    clock = RecordClock(arm.dir, "quickstart_pbt/*/run/*/metrics.jsonl", t0, setup.poll_s).start()
+    try:
+        (rc,) = _wait_all([_start(cmd, arm.dir / "tune.log")], setup.timeout_s)
+    finally:
+        arm.wall_s = time.perf_counter() - t0
+        clock.stop()
+        clock.save(arm.dir / "clock.json")
+    if rc != 0:
+        arm.errors.append(f"mtrl tune exited with {rc}; see {arm.dir / 'tune.log'}")
+    exp = arm.dir / "quickstart_pbt"
+    members = {m.run_dir: m for m in read_population(exp)} if exp.is_dir() else {}
+    out = []
+    for run_dir, (records, stamps) in sorted(clock.runs().items()):
+        m = members.get(run_dir)
+        trial = run_dir.parent.parent.name
+        out.append((member_label(trial), run_dir, (records, stamps, m)))
+    return out
+
+
+def run_independent(setup: Setup, arm: Arm, t_bench: float) -> list[tuple[str, Path, Any]]:
+    """N ``mtrl train`` of the shipped config at once; (label, run dir, records) of each."""
+    arm.dir.mkdir(parents=True)
+    data = copy.deepcopy(setup.data)
+    data.setdefault("tracking", {})["run_dir"] = str(arm.dir / "runs")
+    cfg = _write_config(data, arm.dir / "quickstart.yaml")
+    t0 = time.perf_counter()
+    arm.started_at_s = t0 - t_bench
+    clock = RecordClock(arm.dir / "runs", "*/metrics.jsonl", t0, setup.poll_s).start()
+    logs = [arm.dir / f"seed{s}.log" for s in arm.seeds]
+    try:
+        procs = [
+            _start(_mtrl("train", str(cfg), "--seed", str(s)), log)
+            for s, log in zip(arm.seeds, logs, strict=True)
+        ]
+        codes = _wait_all(procs, setup.timeout_s)
+    finally:
+        arm.wall_s = time.perf_counter() - t0
+        clock.stop()
+        clock.save(arm.dir / "clock.json")
+    seen = clock.runs()
+    out = []
+    for s, log, rc in zip(arm.seeds, logs, codes, strict=True):
+        run_dir = find_run_dir(log.read_text(errors="replace"), arm.dir / "runs", data["name"], s)
+        if rc != 0:
+            arm.errors.append(f"seed {s}: mtrl train exited with {rc}; see {log}")
+        if run_dir is None:
+            arm.errors.append(f"seed {s}: no run directory; see {log}")
+            continue
+        records, stamps = seen.get(run_dir, ([], []))
+        out.append((f"seed {s}", run_dir, (records, stamps, None)))
+    return out
+
+
+def analyse_arm(setup: Setup, arm: Arm, found: list[tuple[str, Path, Any]]) -> None:
+    """Fill ``arm.runs`` with each run's figures."""
+    for label, run_dir, (records, stamps, member) in found:
+        fig = run_figures(setup.tasks, records, stamps)
+        fig.update(label=label, run_dir=str(run_dir))
+        if member is not None:
+            last = member.intervals[-1] if member.intervals else None
+            fig["hyperparameters"] = None if last is None else last.hyperparameters
+            starts = [0, *(i.env_steps for i in member.intervals[:-1])]
+            fig["copied"] = [
+                {"from": member_label(i.copied_from), "at_env_steps": s}
+                for s, i in zip(starts, member.intervals, strict=True)
+                if i.copied_from is not None
+            ]
+            fig["intervals"] = len(member.intervals)
+        if not records:
+            fig["error"] = "no metrics records"
+        arm.runs.append(fig)
+    if len(arm.runs) != len(arm.seeds) and arm.name == "pbt":
+        arm.errors.append(f"{len(arm.runs)} member run(s) found of {len(arm.seeds)}")
+    if arm.errors:  # a failed arm: its runs stay in the JSON but none is the best
+        for r in arm.runs:
+            r.setdefault("error", "; ".join(arm.errors))
+
+
+# ---------------------------------------------------------------------------------------------
+# reporting
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def repeat_table(tasks: Sequence[ls.Task], repeat: Mapping[str, Any]) -> str:
+    """Each run of both arms: seconds to each target, to every target, final normalised."""
+    short = [t.name.split("/")[-1][:14] for t in tasks]
+    head = f"{'arm':<12}{'run':<10}" + "".join(f"{n + ' s':>17}" for n in short)
+    head += f"{'every s':>9}{'at steps':>10}" + "".join(f"{n[:7] + ' fin':>12}" for n in short)
+    lines = [f"repeat {repeat['repeat']} (arms in order {', '.join(repeat['order'])})", head]
+    for name in ARMS:
+        arm = repeat["arms"][name]
+        summary = arm["summary"]
+        for i, r in enumerate(arm["runs"]):
+            mark = "*" if i == summary["best"] else " "
+            row = f"{name:<12}{mark + r['label']:<10}"
+            row += "".join(f"{_s(r['tasks'][t.name]['seconds_to_target']):>17}" for t in tasks)
+            steps = r["run_env_steps_at_every_target"]
+            row += f"{_s(r['seconds_to_every_target']):>9}{'-' if steps is None else steps:>10}"
+            row += "".join(f"{_f(r['tasks'][t.name]['final_normalised']):>12}" for t in tasks)
+            lines.append(row + ("  ERROR" if r.get("error") else ""))
+        agg = (summary["final"] or {}).get("iqm") or None
+        ci = "-" if not agg else f"{agg['point']:.3f} [{agg['ci_low']:.3f}, {agg['ci_high']:.3f}]"
+        lines.append(
+            f"  {name}: wall {_s(arm['wall_s'])} s; best {summary['best_label']} "
+            f"(every target {_s(summary['best_seconds_to_every_target'])} s, final IQM "
+            f"{_f(summary['best_final_iqm'])}); {summary['reached_every_target']}/"
+            f"{summary['runs']} at every target; final IQM over runs x tasks {ci}"
+        )
+        for e in arm["errors"]:
+            lines.append(f"  {name} ERROR: {e}")
+    v = repeat["verdict"]
+    lines.append(
+        f"  PBT best vs independent best: every target sooner {v['sooner']}, final IQM no "
+        f"lower {v['iqm_no_lower']} -> target {'met' if v['met'] else 'NOT met'}"
+    )
+    return "\n".join(lines)
+
+
+def summary_lines(repeats: Sequence[Mapping[str, Any]]) -> list[str]:
+    """PBT best against independent best, repeat by repeat, and whether the target held."""
+    lines = ["", "summary: best run of each arm (seconds to every target; final IQM)"]
+    for rep in repeats:
+        p, q = rep["arms"]["pbt"]["summary"], rep["arms"]["independent"]["summary"]
+        lines.append(
+            f"  repeat {rep['repeat']}: PBT {_s(p['best_seconds_to_every_target'])} s, "
+            f"{_f(p['best_final_iqm'])}; independent {_s(q['best_seconds_to_every_target'])} s, "
+            f"{_f(q['best_final_iqm'])}; target {'met' if rep['verdict']['met'] else 'NOT met'}"
+        )
+    met = sum(r["verdict"]["met"] for r in repeats)
+    lines.append(f"  target met in {met}/{len(repeats)} repeats")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=2, help="repeats of both arms (2)")
+    ap.add_argument("--population", type=int, default=4, help="runs per arm (4)")
+    ap.add_argument("--total-env-steps", type=int, help="per run (default: the quickstart's)")
+    ap.add_argument("--interval-env-steps", type=int, default=100_000, help="PBT interval (100000)")
+    ap.add_argument(
+        "--metric",
+        choices=("target", "return", "normalized_score"),
+        default="target",
+        help="tune.metric (target: each task's way to its target_score; normalized_score "
+        "needs reference scores the quickstart's envs do not register)",
+    )
+    ap.add_argument("--out-dir", type=Path, default=None, help="JSON here (docs/results)")
+    ap.add_argument("--work-dir", type=Path, help="runs and logs (default: a new /tmp dir)")
+    ap.add_argument("--timeout-s", type=float, default=4 * 3600, help="per arm (4 h)")
+    ap.add_argument("--poll-s", type=float, default=1.0, help="metrics reading interval (1)")
+    ap.add_argument("--reps", type=int, default=10_000, help="bootstrap replications")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.repeats < 1 or args.population < 2:
+        print("error: --repeats >= 1 and --population >= 2", file=sys.stderr)
+        return 2
+    if not can_unshare():
+        print("warning: no private network namespace here; Ray runs on the host's network")
+    data = yaml.safe_load(QUICKSTART.read_text())
+    if args.total_env_steps is not None:
+        data["total_env_steps"] = args.total_env_steps
+    data.setdefault("tracking", {}).setdefault("wandb", {})["mode"] = "disabled"
+    plugins = get_plugins()
+    cfg = ls.validate(data, str(QUICKSTART), **plugins.config_context())
+    tasks = [
+        ls.Task(t.key, t.env, t.target_score, plugins.envs.get(t.env).random_score)
+        for t in cfg.tasks
+    ]
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="pbt_vs_independent_", dir="/tmp"))
+    work = work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    setup = Setup(
+        data,
+        tasks,
+        args.population,
+        args.interval_env_steps,
+        args.metric,
+        work,
+        args.timeout_s,
+        args.poll_s,
+    )
+    n = args.population
+    print(
+        f"PBT (population {n}) vs {n} independent runs of {QUICKSTART.name}: "
+        f"{cfg.total_env_steps} env steps each, interval {args.interval_env_steps}, "
+        f"{args.repeats} repeat(s); work dir {work}",
+        flush=True,
+    )
+    info, t_bench = machine(), time.perf_counter()
+    repeats = []
+    for r in range(args.repeats):
+        order = list(ARMS) if r % 2 == 0 else list(reversed(ARMS))
+        arms = {
+            "pbt": Arm("pbt", [100 * (r + 1)] * n, work / f"r{r}" / "pbt"),
+            "independent": Arm(
+                "independent", list(range(n * r, n * r + n)), work / f"r{r}" / "independent"
+            ),
+        }
+        for name in order:
+            arm = arms[name]
+            print(f"[repeat {r}] {name}: seeds {sorted(set(arm.seeds))} in {arm.dir}", flush=True)
+            runner = run_pbt if name == "pbt" else run_independent
+            found = runner(setup, arm, t_bench)
+            analyse_arm(setup, arm, found)
+            print(
+                f"[repeat {r}] {name}: {arm.wall_s:.0f} s, {len(arm.runs)} runs"
+                + (f"; errors: {arm.errors}" if arm.errors else ""),
+                flush=True,
+            )
+        entry: dict[str, Any] = {"repeat": r, "order": order, "arms": {}}
+        for name, arm in arms.items():
+            entry["arms"][name] = {
+                **asdict(arm),
+                "dir": str(arm.dir),
+                "summary": arm_summary(tasks, arm.runs, args.reps, seed=r),
+            }
+        entry["verdict"] = verdict(
+            entry["arms"]["pbt"]["summary"], entry["arms"]["independent"]["summary"]
+        )
+        repeats.append(entry)
+        print(repeat_table(tasks, entry), flush=True)
+    lines = summary_lines(repeats)
+    print("\n".join(lines))
+    payload = {
+        "benchmark": "pbt_vs_independent",
+        "config": str(QUICKSTART.relative_to(ROOT)),
+        "total_env_steps": cfg.total_env_steps,
+        "population": n,
+        "interval_env_steps": args.interval_env_steps,
+        "metric": args.metric,
+        "search": SEARCH,
+        "pbt_config_repeat_0": pbt_config(setup, 100),
+        "tasks": [asdict(t) for t in tasks],
+        "private_network": can_unshare(),
+        "poll_s": args.poll_s,
+        "work_dir": str(work),
+        "repeats": repeats,
+        "target_met": [r["verdict"]["met"] for r in repeats],
+        "wall_s_total": time.perf_counter() - t_bench,
+        "git_commit": _git("rev-parse", "--short", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "machine": info,
+    }
+    print(f"wrote {write_result('pbt_vs_independent', payload, args.out_dir)}; runs in {work}")
+    failed = any(arm["errors"] for rep in repeats for arm in rep["arms"].values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
