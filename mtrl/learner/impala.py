@@ -52,7 +52,13 @@ from mtrl.learner.distributions import DiagGaussian, PolicyDist
 from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
 from mtrl.learner.features import embed_batches
 from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
-from mtrl.learner.optim import make_optimizer, param_groups, set_learning_rate
+from mtrl.learner.optim import (
+    make_optimizer,
+    optimizer_params,
+    param_groups,
+    regroup_optimizer_state,
+    set_learning_rate,
+)
 from mtrl.learner.replica_state import ReplicaState, pack, unpack
 from mtrl.learner.task_gradients import SharedGradients
 from mtrl.learner.vtrace import VTraceReturns, vtrace
@@ -396,6 +402,8 @@ class ImpalaLearner:
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            # Which parameter each optimiser slot holds: a state loads into other groups.
+            "optimizer_params": torch.tensor(optimizer_params(self.optimizer, self.model)),
             **self._statistics(),
         }
 
@@ -426,7 +434,11 @@ class ImpalaLearner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        saved = state["optimizer"]
+        params = state.get("optimizer_params")  # absent from checkpoints before it was kept
+        if params is not None and params.tolist() != optimizer_params(self.optimizer, self.model):
+            saved = regroup_optimizer_state(saved, params.tolist(), self.optimizer, self.model)
+        self.optimizer.load_state_dict(saved)
         self._load_statistics(state)
 
     def _load_statistics(self, state: dict[str, Any]) -> None:

@@ -24,7 +24,15 @@ from torch import nn
 
 from mtrl.config import LearnerConfig
 
-__all__ = ["FUSED_ADAM", "group_order", "make_optimizer", "param_groups", "set_learning_rate"]
+__all__ = [
+    "FUSED_ADAM",
+    "group_order",
+    "make_optimizer",
+    "optimizer_params",
+    "param_groups",
+    "regroup_optimizer_state",
+    "set_learning_rate",
+]
 
 FUSED_ADAM = True
 """Fuse Adam's step where every parameter is a plain CPU or CUDA tensor (module docstring)."""
@@ -89,6 +97,34 @@ def _fusable(groups: Sequence[Any]) -> bool:
         and p.is_floating_point()
         for p in params
     )
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer, model: nn.Module) -> list[int]:
+    """For each parameter ``optimizer`` steps, in its order (its state's keys), the index of
+    that parameter in ``model.parameters()``: what ties a saved optimiser state to the
+    parameters when the groups change."""
+    index = {id(p): i for i, p in enumerate(model.parameters())}
+    return [index[id(p)] for g in optimizer.param_groups for p in g["params"]]
+
+
+def regroup_optimizer_state(
+    saved: dict[str, Any],
+    saved_params: Sequence[int],
+    optimizer: torch.optim.Optimizer,
+    model: nn.Module,
+) -> dict[str, Any]:
+    """``saved`` (an optimiser state dict whose slot ``k`` held ``model`` parameter
+    ``saved_params[k]``) as a state dict for ``optimizer``, whose groups split the parameters
+    otherwise (other per-task learning-rate scales: a run of population-based training copying
+    a member that scaled its tasks differently). Each parameter keeps its own moments; the
+    groups and their hyperparameters are ``optimizer``'s."""
+    slot_of = {param: slot for slot, param in enumerate(saved_params)}
+    state = {}
+    for slot, param in enumerate(optimizer_params(optimizer, model)):
+        old = slot_of.get(param)
+        if old is not None and old in saved["state"]:
+            state[slot] = saved["state"][old]
+    return {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:

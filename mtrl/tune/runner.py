@@ -86,6 +86,10 @@ def run_population(
                     # Every member's checkpoints stay: a member that exploits another restores
                     # the one that member reported, which it may have moved past since.
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+                    # A failed member ends the population: PBT's members meet at each interval,
+                    # so the others would wait for it forever (Tune pauses them, and its loop
+                    # spins with nothing running).
+                    failure_config=tune.FailureConfig(fail_fast=True),
                     verbose=1,
                 ),
             )

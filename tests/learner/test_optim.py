@@ -185,3 +185,30 @@ def test_adam_runs_fused_on_plain_tensors_and_steps_as_the_unfused_one() -> None
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
     rms = LearnerConfig.model_validate({"optimizer": "rmsprop"})
     assert not optim.make_optimizer(fused.model.parameters(), rms).defaults.get("fused")
+
+
+@pytest.mark.parametrize(
+    ("saved_scales", "loaded_scales"),
+    [([1.0, 1.0], [0.5, 2.0]), ([0.5, 2.0], [2.0, 0.5]), ([0.5, 2.0], None)],
+)
+def test_an_optimiser_state_loads_into_other_per_task_scales_parameter_by_parameter(
+    saved_scales: list[float], loaded_scales: list[float] | None
+) -> None:
+    """A member of population-based training copies a member that scaled its tasks' step
+    sizes otherwise: the groups differ (in number, or in which parameters they hold), and each
+    parameter must still get its own Adam moments (a positional load refused, or mixed them)."""
+    source = _learner(saved_scales)
+    for step in range(2):
+        source.update([random_task_batch(k, s, 8, 4, seed=step + k) for k, s in enumerate(SPACES)])
+    target = _learner(loaded_scales)
+    target.load_state_dict(source.state_dict())
+    moments = {id(p): st for p, st in source.optimizer.state.items()}
+    by_name = dict(source.model.named_parameters())
+    for name, p in target.model.named_parameters():
+        mine = target.optimizer.state[p]
+        theirs = moments[id(by_name[name])]
+        torch.testing.assert_close(mine["exp_avg"], theirs["exp_avg"], msg=name)
+        torch.testing.assert_close(mine["exp_avg_sq"], theirs["exp_avg_sq"], msg=name)
+    scales = sorted(g["lr_scale"] for g in target.optimizer.param_groups)
+    assert scales == sorted({1.0, *(loaded_scales or [])})
+    target.update([random_task_batch(k, s, 8, 4, seed=9 + k) for k, s in enumerate(SPACES)])
