@@ -11,7 +11,7 @@ succeeded: :class:`SuccessInfo` reports that as ``info["success"]``, which mtrl 
 The image holds indices, not pixels: object (0–10), colour (0–5) and door state (0–2) per cell,
 while MiniGrid declares it ``Box(0, 255)``. :class:`IndexBounds` declares the true bounds, so
 mtrl's encoder scales each channel by its own largest index into [0, 1]; against 255 every
-input stayed below 0.04 and BabyAI's levels did not learn (docs/BENCHMARKS.md, "BabyAI").
+input stayed below 0.04 and BabyAI-GoToRedBallGrey did not learn (docs/BENCHMARKS.md, "BabyAI").
 
 BabyAI's level generator retries a layout it rejects and prints ``Sampling rejected: ...`` on
 stdout each time (tens of lines a minute in a run); :class:`SuccessInfo` drops those lines from
