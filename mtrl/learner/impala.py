@@ -53,10 +53,10 @@ from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
 from mtrl.learner.features import embed_batches
 from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
 from mtrl.learner.optim import (
+    load_optimizer_state,
     make_optimizer,
-    optimizer_params,
+    optimizer_state,
     param_groups,
-    regroup_optimizer_state,
     set_learning_rate,
 )
 from mtrl.learner.replica_state import ReplicaState, pack, unpack
@@ -401,9 +401,7 @@ class ImpalaLearner:
     def state_dict(self) -> dict[str, Any]:
         return {
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            # Which parameter each optimiser slot holds: a state loads into other groups.
-            "optimizer_params": torch.tensor(optimizer_params(self.optimizer, self.model)),
+            **optimizer_state(self.optimizer, self.model),
             **self._statistics(),
         }
 
@@ -434,11 +432,7 @@ class ImpalaLearner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
-        saved = state["optimizer"]
-        params = state.get("optimizer_params")  # absent from checkpoints before it was kept
-        if params is not None and params.tolist() != optimizer_params(self.optimizer, self.model):
-            saved = regroup_optimizer_state(saved, params.tolist(), self.optimizer, self.model)
-        self.optimizer.load_state_dict(saved)
+        load_optimizer_state(self.optimizer, self.model, state)
         self._load_statistics(state)
 
     def _load_statistics(self, state: dict[str, Any]) -> None:

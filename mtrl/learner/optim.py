@@ -27,8 +27,10 @@ from mtrl.config import LearnerConfig
 __all__ = [
     "FUSED_ADAM",
     "group_order",
+    "load_optimizer_state",
     "make_optimizer",
     "optimizer_params",
+    "optimizer_state",
     "param_groups",
     "regroup_optimizer_state",
     "set_learning_rate",
@@ -125,6 +127,26 @@ def regroup_optimizer_state(
         if old is not None and old in saved["state"]:
             state[slot] = saved["state"][old]
     return {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module) -> dict[str, Any]:
+    """``optimizer``'s state dict, and which ``model`` parameter each of its slots holds (so
+    that it loads into other groups: :func:`load_optimizer_state`)."""
+    return {
+        "optimizer": optimizer.state_dict(),
+        "optimizer_params": torch.tensor(optimizer_params(optimizer, model)),
+    }
+
+
+def load_optimizer_state(
+    optimizer: torch.optim.Optimizer, model: nn.Module, state: dict[str, Any]
+) -> None:
+    """Load what :func:`optimizer_state` saved, regrouped parameter by parameter where the
+    groups differ (checkpoints before the slot record load as they are)."""
+    saved, params = state["optimizer"], state.get("optimizer_params")
+    if params is not None and params.tolist() != optimizer_params(optimizer, model):
+        saved = regroup_optimizer_state(saved, params.tolist(), optimizer, model)
+    optimizer.load_state_dict(saved)
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
