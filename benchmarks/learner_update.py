@@ -6,6 +6,9 @@
     # the cost of combining the tasks' gradients, side by side (learner_update_gradients_*)
     .venv/bin/python benchmarks/learner_update.py CONFIG --fused
     # Adam fused (the default) against unfused, side by side (learner_update_fused_*)
+    .venv/bin/python benchmarks/learner_update.py CONFIG --stacked
+    # tasks' same-shaped networks in one batched call (the default on a GPU) against one
+    # call per task, side by side (learner_update_stacked_*; mtrl.learner.stacked)
 
 Each task gets one block of ``num_envs`` columns × ``unroll_length`` steps per update (the
 smallest batch a run's learner takes when every task's actor delivers one unroll), filled
@@ -44,7 +47,7 @@ from _common import machine, write_result
 
 from mtrl.algorithms import make_learner
 from mtrl.config import load_config
-from mtrl.learner import optim
+from mtrl.learner import optim, stacked
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.device import resolve_device
 from mtrl.learner.distributed import DistContext
@@ -150,10 +153,18 @@ def measure(
     device_name: str | None = None,
     profile: int = 0,
     gradients: str | None = None,
+    task_copies: int = 1,
 ) -> dict[str, Any]:
     """Milliseconds per update (after 5 warm-up updates) on the config's smallest batch
-    (``gradients`` overrides ``learner.multitask.gradients``)."""
+    (``gradients`` overrides ``learner.multitask.gradients``; ``task_copies`` trains each task
+    as that many tasks of its shape, each with its own encoder and head)."""
     cfg = load_config(config)
+    if task_copies > 1:  # a suite of many same-shaped tasks (MT10's shape) from any config
+        cfg.tasks = [
+            t.model_copy(update={"name": f"{t.key}#{i}"})
+            for t in cfg.tasks
+            for i in range(task_copies)
+        ]
     if device_name is not None:
         cfg.learner.device = device_name
     if gradients is not None:
@@ -202,6 +213,7 @@ def measure(
         "config": str(config),
         "algorithm": cfg.learner.algorithm,
         "tasks": [t.key for t in cfg.tasks],
+        "task_copies": task_copies,
         "samples_per_update": steps * sum(t.num_envs for t in cfg.tasks),
         "updates": updates,
         "gradients": cfg.learner.multitask.gradients,
@@ -232,6 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default=None, help="overrides learner.device (cpu, cuda, ...)")
     ap.add_argument("--profile", type=int, default=0, help="profile this many more updates")
     ap.add_argument(
+        "--task-copies",
+        type=int,
+        default=1,
+        help="train each task of the config as N tasks of its shape (e.g. 5: Pendulum and "
+        "CartPole as ten tasks, MT10's shape without Meta-World)",
+    )
+    ap.add_argument(
         "--gradients",
         help="comma-separated learner.multitask.gradients to time side by side in 3 "
         "interleaved rounds, e.g. sum,pcgrad,cagrad (ratios to the first)",
@@ -241,15 +260,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="time Adam fused (the default) and unfused side by side in 3 interleaved rounds",
     )
+    ap.add_argument(
+        "--stacked",
+        action="store_true",
+        help="time tasks' same-shaped encoders and heads run stacked (the default off the "
+        "CPU) and one call per task, side by side in 3 interleaved rounds",
+    )
     args = ap.parse_args(argv)
     if args.gradients:
         return compare_gradients(args.config, args.updates, args.device, args.gradients, args)
-    if args.fused:
-        return compare_fused(args.config, args.updates, args.device, args)
+    for name in SWITCHES:
+        if getattr(args, name):
+            return compare_switch(name, args.config, args.updates, args.device, args)
     result = {
         "benchmark": "learner_update",
         "machine": machine(),
-        **measure(args.config, args.updates, args.device, args.profile),
+        **measure(
+            args.config, args.updates, args.device, args.profile, task_copies=args.task_copies
+        ),
     }
     print(
         f"{result['config']}: {result['ms_per_update']:.1f} ms per update of "
@@ -305,33 +333,48 @@ def compare_gradients(
     return 0
 
 
-def compare_fused(config: Path, updates: int, device: str | None, args: argparse.Namespace) -> int:
-    """ms per update with Adam fused and unfused (:data:`mtrl.learner.optim.FUSED_ADAM`), in
-    interleaved rounds (the median of 3)."""
-    runs: dict[str, list[float]] = {"fused": [], "unfused": []}
+SWITCHES = {  # --NAME: the module flag it turns off, and what the off arm is called
+    "fused": (optim, "FUSED_ADAM", "unfused"),
+    "stacked": (stacked, "STACKED", "per-task"),
+}
+
+
+def compare_switch(
+    name: str, config: Path, updates: int, device: str | None, args: argparse.Namespace
+) -> int:
+    """ms per update (and per gradient step, for a replay rule) with a switch of
+    :data:`SWITCHES` on and off, in interleaved rounds (the median of 3)."""
+    module, flag, off = SWITCHES[name]
+    arms = {name: True, off: False}
+    default = getattr(module, flag)
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     try:
         for _ in range(3):
-            for arm in runs:
-                optim.FUSED_ADAM = arm == "fused"
-                runs[arm].append(measure(config, updates, device)["ms_per_update"])
+            for arm, on in arms.items():
+                setattr(module, flag, on)
+                runs[arm].append(measure(config, updates, device, task_copies=args.task_copies))
     finally:
-        optim.FUSED_ADAM = True
-    median = {k: float(np.median(v)) for k, v in runs.items()}
-    for arm, ms in runs.items():
-        rounds = ", ".join(f"{x:.2f}" for x in ms)
-        print(f"{arm:>8}: {median[arm]:.2f} ms per update (rounds {rounds})")
-    print(f"unfused / fused: {median['unfused'] / median['fused']:.2f}x")
+        setattr(module, flag, default)
+    unit = "ms_per_gradient_step" if "ms_per_gradient_step" in runs[name][0] else "ms_per_update"
+    ms = {arm: [r[unit] for r in rs] for arm, rs in runs.items()}
+    median = {arm: float(np.median(v)) for arm, v in ms.items()}
+    for arm, values in ms.items():
+        rounds = ", ".join(f"{x:.2f}" for x in values)
+        print(f"{arm:>9}: {median[arm]:.2f} {unit.replace('_', ' ')} (rounds {rounds})")
+    print(f"{off} / {name}: {median[off] / median[name]:.2f}x")
     result = {
-        "benchmark": "learner_update_fused",
+        "benchmark": f"learner_update_{name}",
         "machine": machine(),
         "config": str(config),
         "device": str(resolve_device(device or load_config(config).learner.device)),
         "updates": updates,
-        "ms_per_update": runs,
+        "unit": unit,
+        unit: ms,
         "median_ms": median,
-        "unfused_over_fused": median["unfused"] / median["fused"],
+        f"{off}_over_{name}".replace("-", "_"): median[off] / median[name],
     }
-    path = write_result(f"learner_update_fused_{config.stem}", result, args.out_dir)
+    suffix = f"_x{args.task_copies}" if args.task_copies > 1 else ""
+    path = write_result(f"learner_update_{name}_{config.stem}{suffix}", result, args.out_dir)
     print(f"wrote {path}")
     return 0
 

@@ -56,7 +56,8 @@ step suite 180 "$py" -m pytest -q -p no:cacheprovider -n 12 --dist loadfile --ti
 wait $cuda_tests
 
 # Then the benchmarks, alone: the learner (Adam fused against unfused, then a profile), SAC's
-# gradient step and the share its replay draw takes, where a replay should live, the Sebulba
+# gradient step and the share its replay draw takes, the tasks' networks stacked or not (ten
+# tasks of two shapes), where a replay should live, the Sebulba
 # Atari pipeline in fewer, larger pools, and Anakin (last: its figure is on record already).
 step learner_fused 45 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
     --device cuda --updates 20 --fused --out-dir "$out"
@@ -64,6 +65,8 @@ step learner_profile 30 "$py" benchmarks/learner_update.py configs/atari_envpool
     --device cuda --updates 20 --profile 5 --out-dir "$out"
 step sac_update 45 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
     --device cuda --updates 20 --out-dir "$out"
+step sac_stacked 60 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+    --device cuda --updates 10 --task-copies 5 --stacked --out-dir "$out"
 step replay_device 45 "$py" benchmarks/replay_device.py --device cuda --seconds 2 --out-dir "$out"
 step throughput 110 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
     --workloads atari-2x128 atari-1x256 --modes process-central

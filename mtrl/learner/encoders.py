@@ -134,6 +134,12 @@ class _Leaf(nn.Module):
         self.what = what
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        batch, rows = self._rows(obs)
+        out = self.encode(rows)
+        return out.reshape(*batch, out.shape[-1])
+
+    def _rows(self, obs: torch.Tensor) -> tuple[torch.Size, torch.Tensor]:
+        """The batch dims and the observations as rows ``[M, *obs_shape]``, checked."""
         if not isinstance(obs, torch.Tensor):
             raise TypeError(
                 f"{self.what}: observation must be a torch.Tensor, got {type(obs).__name__}; "
@@ -145,9 +151,7 @@ class _Leaf(nn.Module):
                 f"{self.what}: observation of shape {tuple(obs.shape)} does not end in the "
                 f"space's shape {self.obs_shape}"
             )
-        batch = obs.shape[: obs.ndim - nd]
-        out = self.encode(obs.reshape(-1, *self.obs_shape))
-        return out.reshape(*batch, out.shape[-1])
+        return obs.shape[: obs.ndim - nd], obs.reshape(-1, *self.obs_shape)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:  # [M, *obs_shape] -> [M, D]
         raise NotImplementedError
@@ -165,8 +169,16 @@ class _Features(_Leaf):
         self.mlp = make_mlp(in_dim, [cfg.encoder_dim, cfg.encoder_dim], cfg.activation)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self._prepare(x))
+
+    def _prepare(self, x: torch.Tensor) -> torch.Tensor:
         x = self.prep(x) if self.prep is not None else x.reshape(x.shape[0], -1)
-        return self.mlp(self._float(x))
+        return self._float(x)
+
+    def stack_input(self, obs: torch.Tensor) -> torch.Tensor:
+        """Rows ``[n, *obs]`` as the MLP's input ``[n, in]`` (to run several tasks' MLPs at
+        once: :func:`mtrl.learner.stacked.encode_many`)."""
+        return self._prepare(self._rows(obs)[1])
 
 
 def takes_extra_input(space: gym.Space) -> bool:
@@ -199,11 +211,16 @@ class VectorWithExtra(nn.Module):
 
     def forward(self, obs: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         batch = obs.shape[: obs.ndim - len(self.obs_shape)]
+        out = self.mlp(self.stack_input(obs, extra))
+        return out.reshape(*batch, out.shape[-1])
+
+    def stack_input(self, obs: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        """The MLP's input ``[M, obs + extra]``: the scaled, flattened observation and the
+        extra columns side by side (also what :func:`mtrl.learner.stacked.encode_many` runs
+        several tasks' MLPs on)."""
         x = self.scale(obs.reshape(-1, *self.obs_shape))
         dtype = next(self.mlp.parameters()).dtype
-        x = torch.cat([x.to(dtype), extra.reshape(x.shape[0], -1).to(dtype)], dim=-1)
-        out = self.mlp(x)
-        return out.reshape(*batch, out.shape[-1])
+        return torch.cat([x.to(dtype), extra.reshape(x.shape[0], -1).to(dtype)], dim=-1)
 
 
 class _Scale(nn.Module):

@@ -36,6 +36,7 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.config.learner import ModelConfig
+from mtrl.learner import stacked
 from mtrl.learner.device import to_device
 from mtrl.learner.distributions import GaussianHead, PolicyDist, make_policy_head
 from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder, make_mlp
@@ -206,7 +207,8 @@ class MultiTaskModel(nn.Module):
         learner that draws a mixed batch every step wants). Feed-forward models only."""
         if self.recurrent:
             raise ValueError("embed_many runs feed-forward models; a recurrent core needs states")
-        parts = [self.encoders[self._check_task(k)](o) for k, o in zip(tasks, obs, strict=True)]
+        encoders = [self.encoders[self._check_task(k)] for k in tasks]
+        parts = stacked.encode_many(encoders, [(o,) for o in obs])
         x = torch.cat(parts)
         if not self.conditioned:
             return self.torso(x)

@@ -40,7 +40,12 @@ from mtrl.algorithms.sac import losses
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
-from mtrl.algorithms.sac.networks import CriticInput, TwinCritic, install_policy_heads
+from mtrl.algorithms.sac.networks import (
+    CriticInput,
+    TwinCritic,
+    install_policy_heads,
+    squashed_params_many,
+)
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
 from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
 from mtrl.config import LearnerConfig
@@ -225,11 +230,7 @@ class SacLearner:
         model = self.model
         h = model.embed_many(g.tasks, obs).split(g.sizes)
         if g.box:
-            means, log_stds = zip(
-                *(model.policy_heads[k].params(hk) for k, hk in zip(g.tasks, h, strict=True)),
-                strict=True,
-            )
-            mean, log_std = torch.cat(means), torch.cat(log_stds)
+            mean, log_std = squashed_params_many([model.policy_heads[k] for k in g.tasks], h)
             u = mean + log_std.exp() * self._noise_like(mean)
             raw_logp = DiagGaussian(mean, log_std, 1).log_prob(u)
             logp = losses.squashed_log_prob(raw_logp, u)  # of tanh(u), in [-1, 1]

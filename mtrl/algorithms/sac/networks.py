@@ -37,6 +37,7 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.config.learner import ModelConfig
+from mtrl.learner import stacked
 from mtrl.learner.distributions import LOG_STD_MAX, LOG_STD_MIN, DiagGaussian
 from mtrl.learner.encoders import (
     VectorWithExtra,
@@ -55,6 +56,8 @@ __all__ = [
     "SquashedGaussianHead",
     "TwinCritic",
     "install_policy_heads",
+    "squash_log_std",
+    "squashed_params_many",
 ]
 
 
@@ -83,8 +86,7 @@ class SquashedGaussianHead(nn.Module):
     def params(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and log-std of the raw action, flat: ``[*B, size]`` each (what a learner
         concatenating several tasks' rows works on)."""
-        squash = torch.tanh(self.log_std(h))
-        return self.mean(h), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squash + 1)
+        return self.mean(h), squash_log_std(self.log_std(h))
 
     def forward(self, h: torch.Tensor, action_mask: torch.Tensor | None = None) -> DiagGaussian:
         if action_mask is not None:
@@ -94,6 +96,21 @@ class SquashedGaussianHead(nn.Module):
         return DiagGaussian(
             mean.reshape(shape), log_std.reshape(shape), len(self.act_shape), self.log_half_width
         )
+
+
+def squash_log_std(raw: torch.Tensor) -> torch.Tensor:
+    """A log-std layer's output squashed smoothly into ``[LOG_STD_MIN, LOG_STD_MAX]``."""
+    return LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(raw) + 1)
+
+
+def squashed_params_many(
+    heads: Sequence[SquashedGaussianHead], hs: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Several tasks' :meth:`SquashedGaussianHead.params`, rows concatenated in order:
+    ``[Σn, size]`` means and log-stds (heads of one shape in one batched call each)."""
+    means = stacked.apply_many([h.mean for h in heads], hs)
+    raws = stacked.apply_many([h.log_std for h in heads], hs)
+    return torch.cat(means), squash_log_std(torch.cat(raws))
 
 
 def install_policy_heads(model: MultiTaskModel) -> None:
@@ -173,22 +190,21 @@ class MultiTaskCritic(nn.Module):
         self.heads = nn.ModuleList(heads)
 
     def forward(self, inputs: Sequence[CriticInput]) -> list[torch.Tensor]:
+        encoded = stacked.encode_many(
+            [self.encoders[p.task] for p in inputs],
+            [(p.obs, p.action) if self.action_at_input[p.task] else (p.obs,) for p in inputs],
+        )
         xs = []
-        for part in inputs:
+        for part, x in zip(inputs, encoded, strict=True):
             k = part.task
-            if self.action_at_input[k]:
-                xs.append(self.encoders[k](part.obs, part.action))
-                continue
-            x = self.encoders[k](part.obs)
-            if self.continuous[k]:
+            if self.continuous[k] and not self.action_at_input[k]:
                 x = self.joins[k](x, part.action.reshape(x.shape[0], -1).to(x.dtype))
             xs.append(x)
         h = self.torso(torch.cat(xs)).split([x.shape[0] for x in xs])
-        out = []
-        for part, hk in zip(inputs, h, strict=True):
-            q = self.heads[part.task](hk)
-            out.append(q.squeeze(-1) if self.continuous[part.task] else q)
-        return out
+        qs = stacked.apply_many([self.heads[p.task] for p in inputs], h)
+        return [
+            q.squeeze(-1) if self.continuous[p.task] else q for p, q in zip(inputs, qs, strict=True)
+        ]
 
 
 class TwinCritic(nn.Module):

@@ -1,0 +1,149 @@
+"""Several tasks' networks of one shape run as one batched matmul per layer.
+
+A multi-task learner that draws a mixed batch every step (SAC) passes each task's rows through
+that task's own encoder and head: with ten tasks, ten small ``addmm`` calls per layer where one
+would do, and on a small batch the calls' fixed cost, not their arithmetic, is the step's time
+(MT10's gradient step: ~550 matmuls of ~26 rows each). Where the tasks' modules have the same
+layer shapes, :func:`run_stacked` stacks their weights (``[T, out, in]``, differentiable: each
+task's parameter receives its own gradient) and runs every task's rows at once with ``bmm``,
+rows padded to the largest task's count and the padding dropped after (padded rows get no
+gradient). The values are the per-task calls' up to float rounding.
+
+Modules take part through :func:`stack_signature`: a ``Linear`` or an ``nn.Sequential`` of
+``Linear`` layers and parameterless activations. Anything else runs task by task, as before.
+By default the batching runs where the modules live on an accelerator (:data:`STACKED`);
+``benchmarks/learner_update.py --stacked`` times it on and off side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+
+__all__ = [
+    "STACKED",
+    "apply_many",
+    "enabled",
+    "encode_many",
+    "group_by_signature",
+    "run_stacked",
+    "stack_signature",
+]
+
+STACKED: bool | None = None
+"""Batch structurally identical per-task modules: True always, False never (one call per
+task), None (the default) where the modules live on an accelerator. On a GPU a small matmul
+costs its launch, whatever its size; on the CPU it costs its arithmetic, which stacking does not
+reduce, and the padding and weight copies made MT10's SAC gradient step 0.91x as fast
+(``benchmarks/learner_update.py configs/mt10.yaml --stacked``, docs/BENCHMARKS.md)."""
+
+
+def enabled(modules: Sequence[nn.Module]) -> bool:
+    """Whether :data:`STACKED` batches these modules (None: where they live off the CPU)."""
+    if STACKED is not None:
+        return STACKED
+    first = next(modules[0].parameters(), None)
+    return first is not None and first.device.type != "cpu"
+
+
+def _layers(module: nn.Module) -> list[nn.Module]:
+    return list(module) if isinstance(module, nn.Sequential) else [module]
+
+
+def stack_signature(module: nn.Module) -> Hashable | None:
+    """What must match for two modules to run stacked (layer kinds and shapes), or None where
+    ``module`` is not a ``Linear`` / ``Sequential`` of ``Linear`` and parameterless layers."""
+    sig: list[Hashable] = []
+    for layer in _layers(module):
+        if isinstance(layer, nn.Linear):
+            sig.append(("linear", layer.in_features, layer.out_features, layer.bias is not None))
+        elif isinstance(layer, nn.Sequential) or any(True for _ in layer.parameters()):
+            return None
+        else:
+            sig.append(type(layer))
+    return tuple(sig) if sig else None
+
+
+def group_by_signature(keys: Sequence[Hashable | None]) -> list[list[int]]:
+    """Positions grouped by equal key, in order of first appearance; a None key is a group of
+    its own (it cannot stack)."""
+    groups: dict[Hashable, list[int]] = {}
+    out: list[list[int]] = []
+    for i, key in enumerate(keys):
+        if key is None:
+            out.append([i])
+        elif key in groups:
+            groups[key].append(i)
+        else:
+            groups[key] = [i]
+            out.append(groups[key])
+    return out
+
+
+def run_stacked(modules: Sequence[nn.Module], xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``[modules[k](xs[k]) for k]`` for modules of one :func:`stack_signature`, each input
+    ``[n_k, in]``: one ``baddbmm`` per linear layer over rows padded to ``max n_k``."""
+    sizes = [int(x.shape[0]) for x in xs]
+    width = max(sizes)
+    h = torch.stack(list(xs)) if min(sizes) == width else pad_sequence(list(xs), batch_first=True)
+    for layers in zip(*(_layers(m) for m in modules), strict=True):
+        first = layers[0]
+        if isinstance(first, nn.Linear):
+            w = torch.stack([layer.weight for layer in layers]).transpose(1, 2)
+            if first.bias is None:
+                h = torch.bmm(h, w)
+            else:
+                h = torch.baddbmm(torch.stack([layer.bias for layer in layers]).unsqueeze(1), h, w)
+        else:
+            h = first(h)
+    return [h[k, :n] for k, n in enumerate(sizes)]
+
+
+def _grouped(
+    modules: Sequence[nn.Module],
+    keys: Callable[[], Sequence[Hashable | None]],
+    single: Callable[[int], torch.Tensor],
+    together: Callable[[list[int]], list[torch.Tensor]],
+) -> list[torch.Tensor]:
+    if len(modules) < 2 or not enabled(modules):
+        return [single(k) for k in range(len(modules))]
+    out: list[torch.Tensor] = [torch.empty(0)] * len(modules)
+    for group in group_by_signature(keys()):
+        ys = [single(group[0])] if len(group) == 1 else together(group)
+        for k, y in zip(group, ys, strict=True):
+            out[k] = y
+    return out
+
+
+def apply_many(modules: Sequence[nn.Module], xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``[modules[k](xs[k]) for k]`` (inputs ``[n_k, in]``), the modules of one signature run
+    together by :func:`run_stacked`, any other one by one."""
+    return _grouped(
+        modules,
+        lambda: [stack_signature(m) for m in modules],
+        lambda k: modules[k](xs[k]),
+        lambda group: run_stacked([modules[k] for k in group], [xs[k] for k in group]),
+    )
+
+
+def encode_many(
+    encoders: Sequence[nn.Module], inputs: Sequence[tuple[object, ...]]
+) -> list[torch.Tensor]:
+    """``[encoders[k](*inputs[k]) for k]`` over rows (``[n_k, *obs]``). An encoder that is an
+    input preparation then an MLP says so with ``stack_input(*inputs) -> [n, in]`` and its
+    ``mlp``; those of one MLP signature run together, any other encoder as it is."""
+    return _grouped(
+        encoders,
+        lambda: [
+            stack_signature(e.mlp) if hasattr(e, "stack_input") else None  # type: ignore[arg-type]
+            for e in encoders
+        ],
+        lambda k: encoders[k](*inputs[k]),
+        lambda group: run_stacked(
+            [encoders[k].mlp for k in group],  # type: ignore[misc]
+            [encoders[k].stack_input(*inputs[k]) for k in group],  # type: ignore[operator]
+        ),
+    )
