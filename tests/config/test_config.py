@@ -15,7 +15,10 @@ CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
 #: Configs whose envs come from a plugin that lives in its own venv, and the job that
 #: validates them there.
-OWN_VENV = {"mt10.yaml": ("metaworld", "scripts/metaworld_tests.sh")}
+OWN_VENV = {
+    "mt10.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
+    "mt10_impala.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
+}
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])

@@ -1,0 +1,208 @@
+"""Meta-World MT10: success rate against env steps for each learning rule, over seeds, with the
+published figures as reference lines (docs/BENCHMARKS.md, "Meta-World MT10").
+
+    .venv-metaworld/bin/python benchmarks/mt10_figure.py \\
+        --arm sac=docs/results/learning_mt10_sac_s0.json,docs/results/learning_mt10_sac_s1.json \\
+        --arm impala=docs/results/learning_mt10_impala_s0.json
+    # prints success at each budget per arm, writes docs/results/mt10.json and mt10.png
+
+Each ``--arm NAME=FILES`` lists ``benchmarks/learning.py`` results (one or more seeds each) of
+one rule on ``configs/mt10.yaml``'s tasks. A run's success at a record is the mean over the ten
+tasks of ``task/<env>/success`` (the share of each task's last 20 training episodes that
+succeeded, with the exploring policy) against the run's env steps in all; the greedy figure is
+the final agent's, evaluated by ``learning.py --eval-episodes 50`` (Meta-World's protocol: 50
+episodes per task, an episode succeeds if it succeeds at any step). The curves are kept in the
+JSON, so the figure is rebuilt without the run directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGETS = (250_000, 500_000, 1_000_000, 1_500_000, 2_000_000)
+
+REFERENCES = (  # (label, success, what it measures)
+    ("MT-PPO, Yu et al. 2019", 0.305, "Meta-World paper Table 1, v1 reward, its full budget"),
+    ("MT-SAC, Yu et al. 2019", 0.683, "Meta-World paper Table 1, v1 reward, its full budget"),
+    ("MT-SAC, McLean et al. 2025", 0.75, "Meta-World+, v2 reward, 2M env steps per task (20M)"),
+)
+
+Record = Mapping[str, Any]
+
+
+def success_curve(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray]:
+    """Env steps and mean training success over the tasks at each record that has every
+    task's success (pure)."""
+    steps, values = [], []
+    for rec in records:
+        rates = [v for k, v in rec.items() if k.startswith("task/") and k.endswith("/success")]
+        if rates and "charts/env_steps" in rec and all(isinstance(v, float | int) for v in rates):
+            steps.append(float(rec["charts/env_steps"]))
+            values.append(float(np.mean(rates)))
+    return np.asarray(steps), np.asarray(values)
+
+
+def at_budget(steps: np.ndarray, values: np.ndarray, budget: float) -> float | None:
+    """The curve's value at ``budget`` env steps (interpolated), None past its end."""
+    if not len(steps) or budget > steps[-1] or budget < steps[0]:
+        return None
+    return float(np.interp(budget, steps, values))
+
+
+def spread(values: Sequence[float | None]) -> dict[str, Any]:
+    """Median, min and max of the values present, and how many there are."""
+    kept = [v for v in values if v is not None]
+    if not kept:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {"median": float(np.median(kept)), "min": min(kept), "max": max(kept), "n": len(kept)}
+
+
+def greedy_success(run: Mapping[str, Any]) -> float | None:
+    """Mean over tasks of the final agent's greedy success rate (learning.py's eval)."""
+    rates = [t.get("greedy_success") for t in run.get("tasks", {}).values()]
+    rates = [r for r in rates if r is not None]
+    return float(np.mean(rates)) if rates else None
+
+
+def load_runs(files: Sequence[Path]) -> list[dict[str, Any]]:
+    """Each seed of the learning results: its curve (from its run's metrics) and final
+    figures; a seed whose run directory is gone keeps the curve an earlier call stored."""
+    runs = []
+    for path in files:
+        doc = json.loads(path.read_text())
+        for run in doc["runs"]:
+            metrics = Path(run["run_dir"]) / "metrics.jsonl"
+            if metrics.exists():
+                records = [json.loads(line) for line in metrics.read_text().splitlines() if line]
+                steps, values = success_curve(records)
+            else:
+                steps = np.asarray(run["success_curve"]["steps"])
+                values = np.asarray(run["success_curve"]["success"])
+            runs.append(
+                {
+                    "source": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
+                    "seed": run["seed"],
+                    "env_steps": run.get("env_steps"),
+                    "train_wall_s": run.get("train_wall_s"),
+                    "greedy_success": greedy_success(run),
+                    "per_task_greedy": {
+                        name: t.get("greedy_success") for name, t in run.get("tasks", {}).items()
+                    },
+                    "git_commit": doc.get("git_commit"),
+                    "success_curve": {"steps": steps.tolist(), "success": values.tolist()},
+                }
+            )
+    return runs
+
+
+def arm_figures(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Training success at each budget and the final greedy success, over the arm's seeds."""
+    curves = [
+        (np.asarray(r["success_curve"]["steps"]), np.asarray(r["success_curve"]["success"]))
+        for r in runs
+    ]
+    return {
+        "seeds": [r["seed"] for r in runs],
+        "train_success_at": {
+            str(b): spread([at_budget(s, v, b) for s, v in curves]) for b in BUDGETS
+        },
+        "greedy_success_final": spread([r["greedy_success"] for r in runs]),
+        "final_env_steps": [r["env_steps"] for r in runs],
+    }
+
+
+def plot(arms: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> Path:
+    """Every seed's training success against env steps, one colour per arm, the references
+    dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for i, (name, runs) in enumerate(arms.items()):
+        for j, run in enumerate(runs):
+            c = run["success_curve"]
+            label = f"{name} ({len(runs)} seeds)" if j == 0 else None
+            ax.plot(
+                np.asarray(c["steps"]) / 1e6,
+                c["success"],
+                color=f"C{i}",
+                lw=1.2,
+                alpha=0.8,
+                label=label,
+            )
+            if run["greedy_success"] is not None:
+                ax.plot(
+                    run["env_steps"] / 1e6,
+                    run["greedy_success"],
+                    marker="*",
+                    ms=11,
+                    color=f"C{i}",
+                    ls="none",
+                    label="final agent, greedy" if j == 0 else None,
+                )
+    for k, (label, value, _) in enumerate(REFERENCES):
+        ax.axhline(value, color=f"C{k + 4}", ls="--", lw=1, label=f"{label}: {value:.1%}")
+    ax.set_xlabel("env steps in all (millions)")
+    ax.set_ylabel("MT10 success (mean over 10 tasks)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("Meta-World MT10, one agent: training success (last 20 episodes per task)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arm", action="append", required=True, help="NAME=file.json[,file.json]")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "results")
+    args = ap.parse_args(argv)
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for spec in args.arm:
+        name, _, files = spec.partition("=")
+        arms[name] = load_runs([Path(f).resolve() for f in files.split(",") if f])
+    figures = {name: arm_figures(runs) for name, runs in arms.items()}
+    for name, fig in figures.items():
+        print(f"{name}: seeds {fig['seeds']}")
+        for budget, s in fig["train_success_at"].items():
+            if s["n"]:
+                print(
+                    f"  train success at {int(budget):>9,}: {s['median']:.3f} "
+                    f"[{s['min']:.3f}, {s['max']:.3f}] over {s['n']}"
+                )
+        g = fig["greedy_success_final"]
+        if g["n"]:
+            print(
+                f"  final agent, greedy, 50 episodes per task: {g['median']:.3f} "
+                f"[{g['min']:.3f}, {g['max']:.3f}] over {g['n']}"
+            )
+    png = plot(arms, args.out_dir / "mt10.png")
+    result = {
+        "benchmark": "mt10",
+        "machine": machine(),
+        "references": [{"label": a, "success": b, "measured": c} for a, b, c in REFERENCES],
+        "figures": figures,
+        "runs": arms,
+        "plot": str(png.relative_to(ROOT) if png.is_relative_to(ROOT) else png),
+    }
+    print(f"wrote {write_result('mt10', result, args.out_dir)} and {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
