@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"  final agent, greedy, 50 episodes per task: {g['median']:.3f} "
                 f"[{g['min']:.3f}, {g['max']:.3f}] over {g['n']}"
             )
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     png = plot(arms, args.out_dir / "mt10.png")
     result = {
         "benchmark": "mt10",

@@ -18,10 +18,11 @@ included). Torch on one thread on every side.
 Usage::
 
     .venv/bin/python benchmarks/peers/sac_sample_efficiency.py [--seeds 3] [--sides sb3,sac,impala]
+    .venv/bin/python benchmarks/peers/sac_sample_efficiency.py --env HalfCheetah-v5 ...
 
-Writes ``docs/results/peers_sac_sample_efficiency.json``. The issue's targets: mtrl SAC's
-median env steps to the target at most 1/5 of IMPALA's and no more than SB3 SAC's, in no more
-wall time than SB3.
+Writes ``docs/results/peers_sac_sample_efficiency[_halfcheetah].json``. The issue's targets:
+mtrl SAC's median env steps to the target at most 1/5 of IMPALA's and no more than SB3 SAC's,
+in no more wall time than SB3.
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ ENVS: dict[str, Env] = {
         950.0,
         50_000,
         500_000,
+        ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
+    ),
+    "HalfCheetah-v5": Env(
+        "HalfCheetah-v5",
+        ROOT / "configs" / "sac_half_cheetah.yaml",
+        3000.0,
+        150_000,
+        3_000_000,
         ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
     ),
 }
@@ -164,6 +173,11 @@ def main() -> None:
     ap.add_argument("--sides", default="sb3,sac,impala", help="comma-separated subset")
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--no-write", action="store_true", help="do not write docs/results")
+    ap.add_argument(
+        "--name",
+        help="result name (default peers_sac_sample_efficiency, with _<env> for other envs "
+        "than InvertedPendulum): lets two calls run their sides side by side, one core each",
+    )
     a = ap.parse_args()
     env = ENVS[a.env]
     sides = [s.strip() for s in a.sides.split(",") if s.strip()]
@@ -208,7 +222,10 @@ def main() -> None:
         )
     print(f"{out['total_wall_s']:.0f} s in all")
     if not a.no_write:
-        print(f"written to {write_result('peers_sac_sample_efficiency', out)}")
+        name = a.name or "peers_sac_sample_efficiency" + (
+            "" if a.env == "InvertedPendulum-v5" else f"_{a.env.split('-')[0].lower()}"
+        )
+        print(f"written to {write_result(name, out)}")
 
 
 if __name__ == "__main__":
