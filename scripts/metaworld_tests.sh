@@ -2,7 +2,7 @@
 # Meta-World test job: build .venv-metaworld (mtrl as scripts/bootstrap.sh installs it, plus
 # plugins_contrib/mtrl-metaworld, whose metaworld 3.1.1 pins mujoco 3.3.0 — the project venv
 # keeps the mujoco its measured learning runs used), then run the plugin's tests and validate
-# configs/mt10.yaml and configs/mt10_impala.yaml there. Idempotent: bootstrap only reinstalls what changed.
+# configs/mt10*.yaml there. Idempotent: bootstrap only reinstalls what changed.
 #
 #   MTRL_METAWORLD_VENV   venv path (default .venv-metaworld)
 set -euo pipefail
@@ -12,5 +12,6 @@ MTRL_VENV="$venv" MTRL_EXTRA_CONTRIB=plugins_contrib/mtrl-metaworld bash scripts
 "$venv/bin/python" -c "import metaworld, mujoco; print(f'metaworld: mujoco {mujoco.__version__}')"
 "$venv/bin/mtrl" validate configs/mt10.yaml
 "$venv/bin/mtrl" validate configs/mt10_impala.yaml
+"$venv/bin/mtrl" validate configs/mt10_impala_replay.yaml
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider plugins_contrib/mtrl-metaworld/tests \
   tests/plugins/test_success_flags.py "$@"

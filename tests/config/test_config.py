@@ -18,6 +18,7 @@ CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 OWN_VENV = {
     "mt10.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
     "mt10_impala.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
+    "mt10_impala_replay.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
 }
 
 
