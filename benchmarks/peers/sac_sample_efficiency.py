@@ -19,8 +19,9 @@ Usage::
 
     .venv/bin/python benchmarks/peers/sac_sample_efficiency.py [--seeds 3] [--sides sb3,sac,impala]
     .venv/bin/python benchmarks/peers/sac_sample_efficiency.py --env HalfCheetah-v5 ...
+    .venv/bin/python benchmarks/peers/sac_sample_efficiency.py --env heat1d ...  # scisim/heat1d
 
-Writes ``docs/results/peers_sac_sample_efficiency[_halfcheetah].json``. The issue's targets:
+Writes ``docs/results/peers_sac_sample_efficiency[_halfcheetah|_heat1d].json``. The issue's targets:
 mtrl SAC's median env steps to the target at most 1/5 of IMPALA's and no more than SB3 SAC's,
 in no more wall time than SB3.
 """
@@ -63,6 +64,7 @@ class Env:
     sac_max_steps: int
     impala_max_steps: int
     impala_sets: list[str] = field(default_factory=list)
+    peer: str = PEER_VENV  # SB3's venv (sb3_mtrl for an mtrl env: mtrl and its plugin in it)
 
 
 ENVS: dict[str, Env] = {
@@ -82,13 +84,22 @@ ENVS: dict[str, Env] = {
         3_000_000,
         ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
     ),
+    "heat1d": Env(
+        "scisim/heat1d",
+        ROOT / "configs" / "sac_heat1d.yaml",
+        -10.0,
+        100_000,
+        2_000_000,
+        ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
+        peer="sb3_mtrl",
+    ),
 }
 
 
 def run_sb3(env: Env, seed: int, eval_episodes: int) -> dict[str, Any]:
     """One SB3 SAC seed: the driver's JSON line, or an ``error``."""
     cmd = [
-        str(python_of(PEER_VENV)),
+        str(python_of(env.peer)),
         str(HERE / "sb3_sac_driver.py"),
         f"--env={env.gym_id}",
         f"--target={env.target}",
@@ -182,7 +193,7 @@ def main() -> None:
     env = ENVS[a.env]
     sides = [s.strip() for s in a.sides.split(",") if s.strip()]
     if "sb3" in sides:
-        ensure(PEER_VENV)
+        ensure(env.peer)
     out: dict[str, Any] = {
         "machine": machine(),
         "env": env.gym_id,

@@ -50,9 +50,20 @@ class StopAtTarget(BaseCallback):
         return True
 
 
+def make_env(env_id: str) -> gym.Env:
+    """A gymnasium id, or an mtrl env id (``<plugin>/<name>``, e.g. ``scisim/heat1d``) as one
+    gymnasium env through ``mtrl.plugins.SingleCopyEnv`` (the peer venv then holds mtrl and the
+    plugin: ``sb3_mtrl`` in ``venvs.py``)."""
+    if "/" in env_id:
+        from mtrl.plugins import SingleCopyEnv
+
+        return SingleCopyEnv(env_id)
+    return gym.make(env_id)
+
+
 def evaluate(model: SAC, env_id: str, episodes: int, seed: int) -> list[float]:
     """Returns of ``episodes`` greedy episodes on a fresh env seeded away from training's."""
-    env = gym.make(env_id)
+    env = make_env(env_id)
     returns = []
     for i in range(episodes):
         obs, _ = env.reset(seed=10_000 + 1000 * seed + i)
@@ -78,7 +89,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
-    env = gym.make(a.env)
+    env = make_env(a.env)
     model = SAC("MlpPolicy", env, seed=a.seed, device="cpu", verbose=0)
     stop = StopAtTarget(a.target)
     t0 = time.perf_counter()

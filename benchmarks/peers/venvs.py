@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
 VENVS = Path(__file__).resolve().parent / ".venvs"
 TORCH = "torch==2.13.0"
 
@@ -24,6 +25,13 @@ PEERS: dict[str, list[str]] = {
     "sb3": ["stable-baselines3==2.9.*"],
     # SAC on MuJoCo tasks: the same gymnasium and MuJoCo as mtrl's .venv.
     "sb3_mujoco": ["stable-baselines3==2.9.*", "gymnasium[mujoco]==1.4.0", "mujoco==4.0.0"],
+    # SB3's SAC on an mtrl env (scisim/heat1d): mtrl and the plugin installed beside SB3, the
+    # env stepped one copy at a time through mtrl.plugins.SingleCopyEnv.
+    "sb3_mtrl": [
+        "stable-baselines3==2.9.*",
+        str(ROOT),
+        str(ROOT / "plugins_contrib" / "mtrl-scisim"),
+    ],
     # Sample Factory 2.1.1 pins numpy<2 and gymnasium<1.0 itself; pip resolves the rest.
     "sf": ["sample-factory==2.1.1"],
     # PufferLib 3's trainer (pufferl) and vectorisation; its compiled ops (pufferlib._C) are

@@ -15,6 +15,7 @@ from mtrl.plugins.batch_env import AsyncBatchEnv, BatchEnv, StepBatch
 from mtrl.plugins.hookspecs import hookimpl
 from mtrl.plugins.manager import Plugins, get_plugins, load_plugins, reset_plugins
 from mtrl.plugins.registrar import EnvRegistrar
+from mtrl.plugins.single_env import SingleCopyEnv
 from mtrl.plugins.spec import EnvRegistry, EnvSpec
 
 
@@ -32,6 +33,7 @@ __all__ = [
     "GymVectorBatchEnv",
     "PluginUnavailable",
     "Plugins",
+    "SingleCopyEnv",
     "StepBatch",
     "batch_env_from_gymnasium",
     "batch_env_from_pettingzoo",
