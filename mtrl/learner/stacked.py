@@ -2,12 +2,13 @@
 
 A multi-task learner that draws a mixed batch every step (SAC) passes each task's rows through
 that task's own encoder and head: with ten tasks, ten small ``addmm`` calls per layer where one
-would do, and on a small batch the calls' fixed cost, not their arithmetic, is the step's time
-(MT10's gradient step: ~550 matmuls of ~26 rows each). Where the tasks' modules have the same
-layer shapes, :func:`run_stacked` stacks their weights (``[T, out, in]``, differentiable: each
-task's parameter receives its own gradient) and runs every task's rows at once with ``bmm``,
-rows padded to the largest task's count and the padding dropped after (padded rows get no
-gradient). The values are the per-task calls' up to float rounding.
+would do (MT10's gradient step: ~520 matmul calls, forward and backward, most on ~26 rows). On
+a GPU each call costs its launch whatever its size (an H200 was busy 13% of a SAC step;
+docs/BENCHMARKS.md, "GPU, second lease"). Where the tasks' modules have the same layer shapes,
+:func:`run_stacked` stacks their weights (``[T, out, in]``, differentiable: each task's
+parameter receives its own gradient) and runs every task's rows at once with ``bmm``, rows
+padded to the largest task's count and the padding dropped after (padded rows get no gradient).
+The values are the per-task calls' up to float rounding.
 
 Modules take part through :func:`stack_signature`: a ``Linear`` or an ``nn.Sequential`` of
 ``Linear`` layers and parameterless activations. Anything else runs task by task, as before.
