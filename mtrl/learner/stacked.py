@@ -12,7 +12,7 @@ The values are the per-task calls' up to float rounding.
 
 Modules take part through :func:`stack_signature`: a ``Linear`` or an ``nn.Sequential`` of
 ``Linear`` layers and parameterless activations. Anything else runs task by task, as before.
-By default the batching runs where the modules live on an accelerator (:data:`STACKED`);
+By default the batching runs where the modules live on a CUDA GPU (:data:`STACKED`);
 ``benchmarks/learner_update.py --stacked`` times it on and off side by side.
 """
 
@@ -36,18 +36,19 @@ __all__ = [
 
 STACKED: bool | None = None
 """Batch structurally identical per-task modules: True always, False never (one call per
-task), None (the default) where the modules live on an accelerator. On a GPU a small matmul
+task), None (the default) where the modules live on a CUDA GPU. There a small matmul
 costs its launch, whatever its size; on the CPU it costs its arithmetic, which stacking does not
 reduce, and the padding and weight copies made MT10's SAC gradient step 0.91x as fast
 (``benchmarks/learner_update.py configs/mt10.yaml --stacked``, docs/BENCHMARKS.md)."""
 
 
 def enabled(modules: Sequence[nn.Module]) -> bool:
-    """Whether :data:`STACKED` batches these modules (None: where they live off the CPU)."""
+    """Whether :data:`STACKED` batches these modules (None: where they live on a CUDA GPU;
+    an XLA device compiles the step into one graph, and small calls cost nothing apart)."""
     if STACKED is not None:
         return STACKED
     first = next(modules[0].parameters(), None)
-    return first is not None and first.device.type != "cpu"
+    return first is not None and first.device.type == "cuda"
 
 
 def _layers(module: nn.Module) -> list[nn.Module]:

@@ -167,6 +167,45 @@ def test_a_sac_gradient_step_never_waits_for_the_gpu() -> None:
         torch.cuda.set_sync_debug_mode(0)
 
 
+def test_sac_on_cuda_runs_same_shaped_tasks_stacked_and_steps_as_one_by_one() -> None:
+    """On a CUDA GPU the tasks' same-shaped encoders and heads run as one batched call by
+    default (mtrl.learner.stacked); the parameters after a run of gradient steps match the
+    per-task calls' to float rounding."""
+    from mtrl.algorithms.sac import make_sac_learner
+    from mtrl.learner import stacked
+
+    box = TaskSpaces(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (1,)))
+    spaces = [box, box, box, SPACES[0]]
+    cfg = parse_config(
+        "tasks: [{env: a/b}]\n"
+        "learner: {algorithm: sac, unroll_length: 8, device: cuda,"
+        " model: {encoder_dim: 16, torso: [16]},"
+        " sac: {batch_size: 64, learning_starts: 16, replay_ratio: 16}}\n"
+    )
+    params = {}
+    for stack in (None, False):
+        stacked.STACKED = stack
+        try:
+            torch.manual_seed(0)
+            model = MultiTaskModel(spaces, cfg.learner.model).to(GPU)
+            learner = make_sac_learner(model, cfg.learner, ["a", "b", "c", "d"])
+            assert stacked.enabled(list(model.encoders)) is (stack is None)
+            for step in range(4):
+                learner.update(
+                    [
+                        task_batch(_batch(k, s, 1.0, 10 * step + k), GPU)
+                        for k, s in enumerate(spaces)
+                    ]
+                )
+            assert learner.gradient_steps > 0
+            params[stack] = [p.detach().cpu() for p in learner.critic.parameters()]
+            params[stack] += [p.detach().cpu() for p in model.parameters()]
+        finally:
+            stacked.STACKED = None
+    for a, b in zip(params[None], params[False], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("model_parallel", ["none", "task_sharded", "fsdp"])
 def test_one_nccl_rank_under_torchrun_trains(tmp_path: Path, model_parallel: str) -> None:
     """``mtrl train --nproc 1`` on the GPU: torchrun, an NCCL process group, one replica."""
