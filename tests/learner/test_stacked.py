@@ -14,8 +14,8 @@ from torch import nn
 from mtrl.algorithms.sac import make_sac_learner
 from mtrl.config import parse_config
 from mtrl.learner import stacked
-from mtrl.learner.batch import TaskBatch
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.learner.synthetic import random_task_batch
 
 
 def _mlp(sizes: list[int], bias: bool = True) -> nn.Sequential:
@@ -92,23 +92,6 @@ def _sac():
     return learner
 
 
-def _batch(task: int, rng: np.random.Generator, n: int = 2) -> TaskBatch:
-    space = SPACES[task]
-    obs = np.stack([space.observation_space.sample() for _ in range((T + 1) * n)])
-    acts = np.stack([space.action_space.sample() for _ in range(T * n)])
-    return TaskBatch(
-        task=task,
-        obs=torch.as_tensor(obs.reshape(T + 1, n, *obs.shape[1:])),
-        actions=torch.as_tensor(acts.reshape(T, n, *acts.shape[1:])),
-        behaviour_logp=torch.zeros(T, n),
-        rewards=torch.as_tensor(rng.normal(size=(T, n)), dtype=torch.float32),
-        terminated=torch.zeros(T, n, dtype=torch.bool),
-        truncated=torch.zeros(T, n, dtype=torch.bool),
-        valid=torch.ones(T, n, dtype=torch.bool),
-        policy_version=0,
-    )
-
-
 def test_sac_steps_the_same_whether_tasks_run_stacked_or_one_by_one() -> None:
     """Three Box tasks share their encoders' and heads' shapes (one stacked call each), the
     others run alone; every parameter after a run of gradient steps matches the per-task
@@ -120,13 +103,14 @@ def test_sac_steps_the_same_whether_tasks_run_stacked_or_one_by_one() -> None:
         stacked.STACKED = stack
         try:
             learner = _sac()
-            for space in SPACES:
-                space.observation_space.seed(1)
-                space.action_space.seed(1)
-            rng = np.random.default_rng(1)
             torch.manual_seed(1)
-            for _ in range(4):
-                learner.update([_batch(k, rng) for k in range(len(SPACES))])
+            for step in range(4):
+                learner.update(
+                    [
+                        random_task_batch(k, s, T, 2, seed=10 * step + k)
+                        for k, s in enumerate(SPACES)
+                    ]
+                )
             learners[stack] = learner
         finally:
             stacked.STACKED = None
