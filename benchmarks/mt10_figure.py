@@ -134,7 +134,8 @@ def plot(arms: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> Path:
     for i, (name, runs) in enumerate(arms.items()):
         for j, run in enumerate(runs):
             c = run["success_curve"]
-            label = f"{name} ({len(runs)} seeds)" if j == 0 else None
+            seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
+            label = f"{name} ({seeds})" if j == 0 else None
             ax.plot(
                 np.asarray(c["steps"]) / 1e6,
                 c["success"],
@@ -151,7 +152,7 @@ def plot(arms: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> Path:
                     ms=11,
                     color=f"C{i}",
                     ls="none",
-                    label="final agent, greedy" if j == 0 else None,
+                    label=f"{name}: final agent, greedy" if j == 0 else None,
                 )
     for k, (label, value, _) in enumerate(REFERENCES):
         ax.axhline(value, color=f"C{k + 4}", ls="--", lw=1, label=f"{label}: {value:.1%}")
