@@ -297,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         if "by_device" in prof:
             print(prof["by_device"])
             print(f"device busy {prof['device_busy_fraction']:.0%} of the profiled updates' wall")
-    path = write_result(f"learner_update_{args.config.stem}", result, args.out_dir)
+    path = write_result(
+        f"learner_update_{args.config.stem}{copies_suffix(args.task_copies)}", result, args.out_dir
+    )
     print(f"wrote {path}")
     return 0
 
@@ -331,6 +333,12 @@ def compare_gradients(
     path = write_result(f"learner_update_gradients_{config.stem}", result, args.out_dir)
     print(f"wrote {path}")
     return 0
+
+
+def copies_suffix(task_copies: int) -> str:
+    """The result name's mark of ``--task-copies`` (so a copied suite never overwrites the
+    config's own figure)."""
+    return f"_x{task_copies}" if task_copies > 1 else ""
 
 
 SWITCHES = {  # --NAME: the module flag it turns off, and what the off arm is called
@@ -373,7 +381,7 @@ def compare_switch(
         "median_ms": median,
         f"{off}_over_{name}".replace("-", "_"): median[off] / median[name],
     }
-    suffix = f"_x{args.task_copies}" if args.task_copies > 1 else ""
+    suffix = copies_suffix(args.task_copies)
     path = write_result(f"learner_update_{name}_{config.stem}{suffix}", result, args.out_dir)
     print(f"wrote {path}")
     return 0

@@ -12,7 +12,7 @@ tasks of ``task/<env>/success`` (the share of each task's last 20 training episo
 succeeded, with the exploring policy) against the run's env steps in all; the greedy figure is
 the final agent's, evaluated by ``learning.py --eval-episodes 50`` (Meta-World's protocol: 50
 episodes per task, an episode succeeds if it succeeds at any step). The curves are kept in the
-JSON, so the figure is rebuilt without the run directories.
+JSON, and a later call takes them from there for any seed whose run directory is gone.
 """
 
 from __future__ import annotations
@@ -75,23 +75,44 @@ def greedy_success(run: Mapping[str, Any]) -> float | None:
     return float(np.mean(rates)) if rates else None
 
 
-def load_runs(files: Sequence[Path]) -> list[dict[str, Any]]:
+def stored_curves(figure_json: Path) -> dict[tuple[str, int], dict[str, list[float]]]:
+    """The curves an earlier call wrote to its JSON, by (learning result, seed)."""
+    if not figure_json.is_file():
+        return {}
+    doc = json.loads(figure_json.read_text())
+    return {
+        (run["source"], run["seed"]): run["success_curve"]
+        for runs in doc.get("runs", {}).values()
+        for run in runs
+    }
+
+
+def load_runs(
+    files: Sequence[Path], stored: Mapping[tuple[str, int], Mapping[str, list[float]]]
+) -> list[dict[str, Any]]:
     """Each seed of the learning results: its curve (from its run's metrics) and final
-    figures; a seed whose run directory is gone keeps the curve an earlier call stored."""
+    figures; a seed whose run directory is gone takes the curve an earlier call stored
+    (``stored``, :func:`stored_curves`)."""
     runs = []
     for path in files:
         doc = json.loads(path.read_text())
+        source = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         for run in doc["runs"]:
             metrics = Path(run["run_dir"]) / "metrics.jsonl"
             if metrics.exists():
                 records = [json.loads(line) for line in metrics.read_text().splitlines() if line]
                 steps, values = success_curve(records)
+            elif (source, run["seed"]) in stored:
+                curve = stored[(source, run["seed"])]
+                steps, values = np.asarray(curve["steps"]), np.asarray(curve["success"])
             else:
-                steps = np.asarray(run["success_curve"]["steps"])
-                values = np.asarray(run["success_curve"]["success"])
+                raise SystemExit(
+                    f"{path}: seed {run['seed']}'s run directory {run['run_dir']} is gone and "
+                    "no earlier mt10.json holds its curve"
+                )
             runs.append(
                 {
-                    "source": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
+                    "source": source,
                     "seed": run["seed"],
                     "env_steps": run.get("env_steps"),
                     "train_wall_s": run.get("train_wall_s"),
@@ -173,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arm", action="append", required=True, help="NAME=file.json[,file.json]")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "results")
     args = ap.parse_args(argv)
+    stored = stored_curves(args.out_dir / "mt10.json")
     arms: dict[str, list[dict[str, Any]]] = {}
     for spec in args.arm:
         name, _, files = spec.partition("=")
-        arms[name] = load_runs([Path(f).resolve() for f in files.split(",") if f])
+        arms[name] = load_runs([Path(f).resolve() for f in files.split(",") if f], stored)
     figures = {name: arm_figures(runs) for name, runs in arms.items()}
     for name, fig in figures.items():
         print(f"{name}: seeds {fig['seeds']}")

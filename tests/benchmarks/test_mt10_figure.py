@@ -47,7 +47,7 @@ def test_a_seed_keeps_its_curve_and_greedy_figure_without_its_run_dir(tmp_path: 
         "runs": [{"seed": 3, "run_dir": str(run_dir), "env_steps": 5e5, "tasks": tasks}],
     }
     (tmp_path / "learning.json").write_text(json.dumps(doc))
-    [run] = mf.load_runs([tmp_path / "learning.json"])
+    [run] = mf.load_runs([tmp_path / "learning.json"], {})
     assert run["greedy_success"] == 0.5
     figures = mf.arm_figures([run])
     assert figures["train_success_at"]["250000"]["median"] == pytest.approx(0.3)
@@ -55,7 +55,9 @@ def test_a_seed_keeps_its_curve_and_greedy_figure_without_its_run_dir(tmp_path: 
     assert figures["train_success_at"]["1000000"]["n"] == 0
     # Stored in the figure's JSON, the curve is read back once the run directory is gone.
     (run_dir / "metrics.jsonl").unlink()
-    doc["runs"][0]["success_curve"] = run["success_curve"]
-    (tmp_path / "learning.json").write_text(json.dumps(doc))
-    [again] = mf.load_runs([tmp_path / "learning.json"])
+    (tmp_path / "mt10.json").write_text(json.dumps({"runs": {"sac": [run]}}))
+    stored = mf.stored_curves(tmp_path / "mt10.json")
+    [again] = mf.load_runs([tmp_path / "learning.json"], stored)
     assert again["success_curve"] == run["success_curve"]
+    with pytest.raises(SystemExit, match=r"no earlier mt10\.json"):
+        mf.load_runs([tmp_path / "learning.json"], {})
