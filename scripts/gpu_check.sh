@@ -5,8 +5,9 @@
 # (sampled every 0.5 s) land in OUT_DIR; a one-line summary per step is printed.
 #
 #   scripts/gpu_check.sh OUT_DIR [BUDGET_S=540]
+#   GPU_CHECK_STEPS="cuda_tests sac_update" scripts/gpu_check.sh OUT_DIR   # only these steps
 #
-# Needs mtrl with its test and envpool extras importable by $PYTHON (default python3); the
+# Needs mtrl with its test, envpool and mujoco extras importable by $PYTHON (default python3); the
 # Atari workload needs envpool. docs/BENCHMARKS.md ("GPU") records what it measured.
 set -u
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR [BUDGET_S]}
@@ -23,6 +24,9 @@ left() { echo $((budget - ($(date +%s) - t0))); }
 step() {
     local name=$1 limit=$2 start rc
     shift 2
+    if [[ -n ${GPU_CHECK_STEPS:-} && " $GPU_CHECK_STEPS " != *" $name "* ]]; then
+        return
+    fi
     ((limit > $(left) - 15)) && limit=$(($(left) - 15))
     if ((limit < 10)); then
         echo "$name: skipped, no time left" | tee -a "$summary"
@@ -54,6 +58,8 @@ step suite 180 "$py" -m pytest -q -p no:cacheprovider -n 12 --dist loadfile --ti
     plugins_contrib/mtrl-minigrid \
     --ignore tests/gpu --ignore tests/ray --ignore tests/xla
 wait $cuda_tests
+# A time-boxed pytest can leave its xdist workers running: they would load the benchmarks.
+pkill -9 -f -- "-m pytest" 2>/dev/null
 
 # Then the benchmarks, alone: the learner (Adam fused against unfused, then a profile), SAC's
 # gradient step and the share its replay draw takes, the tasks' networks stacked or not (ten
@@ -63,9 +69,13 @@ step learner_fused 45 "$py" benchmarks/learner_update.py configs/atari_envpool.y
     --device cuda --updates 20 --fused --out-dir "$out"
 step learner_profile 30 "$py" benchmarks/learner_update.py configs/atari_envpool.yaml \
     --device cuda --updates 20 --profile 5 --out-dir "$out"
-step sac_update 45 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+step sac_update 60 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
     --device cuda --updates 20 --out-dir "$out"
-step sac_stacked 60 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+step sac_profile 45 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+    --device cuda --updates 10 --profile 3 --out-dir "$out"
+step sac_stacked 90 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+    --device cuda --updates 3 --task-copies 5 --stacked --out-dir "$out"
+step impala_stacked 60 "$py" benchmarks/learner_update.py configs/quickstart.yaml \
     --device cuda --updates 10 --task-copies 5 --stacked --out-dir "$out"
 step replay_device 45 "$py" benchmarks/replay_device.py --device cuda --seconds 2 --out-dir "$out"
 step throughput 110 "$py" benchmarks/throughput.py --seconds 3 --repeat 1 \
