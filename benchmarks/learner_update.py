@@ -358,13 +358,16 @@ def compare_switch(
     default = getattr(module, flag)
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     try:
-        for _ in range(3):
+        for round_ in range(3):
             for arm, on in arms.items():
                 setattr(module, flag, on)
-                runs[arm].append(measure(config, updates, device, task_copies=args.task_copies))
+                run = measure(config, updates, device, task_copies=args.task_copies)
+                runs[arm].append(run)
+                unit = "ms_per_gradient_step" if "ms_per_gradient_step" in run else "ms_per_update"
+                # each reading as it comes: a time-boxed run cut short still leaves some
+                print(f"round {round_ + 1}, {arm}: {run[unit]:.2f} {unit.replace('_', ' ')}")
     finally:
         setattr(module, flag, default)
-    unit = "ms_per_gradient_step" if "ms_per_gradient_step" in runs[name][0] else "ms_per_update"
     ms = {arm: [r[unit] for r in rs] for arm, rs in runs.items()}
     median = {arm: float(np.median(v)) for arm, v in ms.items()}
     for arm, values in ms.items():

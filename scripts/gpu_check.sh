@@ -73,8 +73,8 @@ step sac_update 60 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartp
     --device cuda --updates 20 --out-dir "$out"
 step sac_profile 45 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
     --device cuda --updates 10 --profile 3 --out-dir "$out"
-step sac_stacked 90 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
-    --device cuda --updates 3 --task-copies 5 --stacked --out-dir "$out"
+step sac_stacked 120 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+    --device cuda --updates 1 --task-copies 5 --stacked --out-dir "$out"
 step impala_stacked 60 "$py" benchmarks/learner_update.py configs/quickstart.yaml \
     --device cuda --updates 10 --task-copies 5 --stacked --out-dir "$out"
 step replay_device 45 "$py" benchmarks/replay_device.py --device cuda --seconds 2 --out-dir "$out"
