@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/multitask_vs_single.py
     # writes docs/results/multitask_vs_single.json
-    .venv/bin/python benchmarks/multitask_vs_single.py --arms sum,pcgrad,cagrad,moe,moore \
-        --seeds 0,1,2,3,4
+    .venv/bin/python benchmarks/multitask_vs_single.py \
+        --arms sum,pcgrad,cagrad,moe,moore,soft_modular --seeds 0,1,2,3,4
     # each seed: every arm's joint run and the tasks alone, side by side
     # (docs/results/multitask_vs_single_arms.json)
 
@@ -109,6 +109,8 @@ ARMS: dict[str, dict[str, str]] = {
     "cagrad": {"gradients": "cagrad"},
     "moe": {"mixture": "moe"},
     "moore": {"mixture": "moore"},
+    # soft modularization routes between layers: two of the torso's width
+    "soft_modular": {"mixture": "soft_modular", "torso": "[64, 64]"},
 }
 
 
@@ -119,6 +121,7 @@ def make_config(
     s = SETTINGS
     kind = ARMS[arm].get("mixture")
     mixture = f", torso_mixture: {{kind: {kind}}}" if kind else ""
+    torso = ARMS[arm].get("torso", s["torso"])
     lines = [
         f"name: mvs\nseed: {s['seed']}\ntotal_env_steps: {sum(c for _, _, c in tasks)}",
         "tasks:",
@@ -137,7 +140,7 @@ def make_config(
         f"  learning_rate: {s['learning_rate']}",
         f"  entropy_coef: {s['entropy_coef']}",
         f"  popart: {{beta: {s['popart_beta']}}}",
-        f"  model: {{encoder_dim: {s['encoder_dim']}, torso: {s['torso']}{mixture}}}",
+        f"  model: {{encoder_dim: {s['encoder_dim']}, torso: {torso}{mixture}}}",
         f"  multitask: {{gradients: {ARMS[arm].get('gradients', 'sum')}}}",
         f"tracking: {{run_dir: {run_dir}, console: quiet, csv: false, log_every_s: 30,"
         " wandb: {mode: disabled}}",

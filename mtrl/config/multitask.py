@@ -39,7 +39,7 @@ class TorsoMixtureConfig(ConfigModel):
     ``learner.model.torso``'s widths) mixed per task through a learned task embedding, instead of
     one MLP that every task shares whole."""
 
-    kind: Literal["moe", "moore"] = "moe"
+    kind: Literal["moe", "moore", "soft_modular"] = "moe"
     """``moe``: the experts' outputs weighted by a softmax gate of the task's embedding (a
     mixture of experts conditioned on the task, as in CARE, Sodhani et al. 2021). ``moore``:
     the experts' outputs made orthonormal per input (Gram–Schmidt, as a QR factorisation),

@@ -41,7 +41,7 @@ from mtrl.learner.device import to_device
 from mtrl.learner.distributions import GaussianHead, PolicyDist, make_policy_head
 from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder, make_mlp
 from mtrl.learner.recurrent import RecurrentCore, state_size
-from mtrl.learner.torsos import MixtureTorso
+from mtrl.learner.torsos import conditioned_torso
 
 __all__ = ["MultiTaskModel", "TaskSpaces", "obs_to_tensor"]
 
@@ -116,14 +116,8 @@ class MultiTaskModel(nn.Module):
         self.torso: nn.Module = (
             make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)
             if mix is None
-            else MixtureTorso(
-                cfg.encoder_dim,
-                list(cfg.torso),
-                cfg.activation,
-                len(tasks),
-                mix.kind,
-                mix.experts,
-                mix.task_embedding,
+            else conditioned_torso(
+                cfg.encoder_dim, list(cfg.torso), cfg.activation, len(tasks), mix
             )
         )
         self.conditioned = mix is not None

@@ -9,17 +9,39 @@ embedding weighs ``E`` expert MLPs:
 - ``moore``: the experts' outputs ``U = [f_1(x) … f_E(x)]`` ``[D, E]`` made orthonormal per
   row (:func:`orthonormal_columns`, Gram–Schmidt as a reduced QR), then
   ``h = tanh(U_orth · W z_task)`` (mixture of orthogonal experts, Hendawy et al. 2024,
-  "Multi-Task Reinforcement Learning with Mixture of Orthogonal Experts", ICLR 2024).
+  "Multi-Task Reinforcement Learning with Mixture of Orthogonal Experts", ICLR 2024);
+- ``soft_modular``: each torso layer is ``E`` modules, and a routing network reading the row's
+  state and task decides, layer by layer, how much of each module's output feeds each module
+  of the next layer (soft modularization, Yang et al. 2020, "Multi-Task Reinforcement Learning
+  with Soft Modularization", NeurIPS 2020): :class:`SoftModularTorso`.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import torch
 from torch import nn
 
+from mtrl.config.multitask import TorsoMixtureConfig
+from mtrl.learner.encoders import activation as make_activation
 from mtrl.learner.encoders import make_mlp
 
-__all__ = ["MixtureTorso", "orthonormal_columns"]
+__all__ = ["MixtureTorso", "SoftModularTorso", "conditioned_torso", "orthonormal_columns"]
+
+
+def conditioned_torso(
+    in_dim: int, widths: list[int], activation: str, num_tasks: int, cfg: TorsoMixtureConfig
+) -> nn.Module:
+    """The task-conditioned torso ``cfg`` names, called as ``torso(x, tasks)``."""
+    if cfg.kind == "soft_modular":
+        return SoftModularTorso(
+            in_dim, widths, activation, num_tasks, cfg.experts, cfg.task_embedding
+        )
+    return MixtureTorso(
+        in_dim, widths, activation, num_tasks, cfg.kind, cfg.experts, cfg.task_embedding
+    )
 
 
 def orthonormal_columns(u: torch.Tensor) -> torch.Tensor:
@@ -62,13 +84,111 @@ class MixtureTorso(nn.Module):
 
     def forward(self, x: torch.Tensor, tasks: torch.Tensor | int) -> torch.Tensor:
         lead = x.shape[:-1]
-        flat = x.reshape(-1, x.shape[-1])
-        if isinstance(tasks, int):
-            tasks = torch.full((flat.shape[0],), tasks, dtype=torch.long, device=x.device)
-        w = self.weights(self.task_embedding(tasks.reshape(-1)))  # [n, E]
+        flat, task_rows = _rows_and_tasks(x, tasks)
+        w = self.weights(self.task_embedding(task_rows))  # [n, E]
         u = torch.stack([f(flat) for f in self.experts], dim=-1)  # [n, D, E]
         if self.kind == "moe":
             h = (u * torch.softmax(w, dim=-1).unsqueeze(-2)).sum(-1)
         else:
             h = torch.tanh((orthonormal_columns(u) * w.unsqueeze(-2)).sum(-1))
         return h.reshape(*lead, h.shape[-1])
+
+
+def _rows_and_tasks(
+    x: torch.Tensor, tasks: torch.Tensor | int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` flattened to rows ``[n, in]`` and each row's task ``[n]`` (long)."""
+    flat = x.reshape(-1, x.shape[-1])
+    if isinstance(tasks, int):
+        return flat, torch.full((flat.shape[0],), tasks, dtype=torch.long, device=x.device)
+    return flat, tasks.reshape(-1)
+
+
+class ModuleLayer(nn.Module):
+    """``E`` linear modules side by side, ``[n, E, in]`` → ``[n, E, out]`` in one batched
+    product (module ``e`` reads row ``e`` of its input); initialised as the torso's MLP layers
+    are (orthogonal, gain √2, zero bias)."""
+
+    def __init__(self, modules: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(modules, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.zeros(modules, out_dim))
+        for w in self.weight:
+            nn.init.orthogonal_(w, math.sqrt(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("nei,eio->neo", x, self.weight) + self.bias
+
+
+class SoftModularTorso(nn.Module):
+    """Soft modularization (Yang et al. 2020): ``L`` layers (the torso's widths) of ``E``
+    modules each, routed per row by the state and the task.
+
+    The routing network embeds the state (a linear map of ``x``) and the task (a learned
+    embedding) to the same width and multiplies them; from that product it outputs, for each
+    pair of consecutive layers, an ``[E, E]`` matrix whose row ``j`` is a softmax over the
+    lower layer's modules: module ``j`` of the upper layer reads that mixture of their
+    outputs. Each later routing step also reads the earlier routing matrices (as the
+    authors' code does), so routes are decided layer by layer. The first layer's modules all
+    read ``x``; the torso's output is the sum of the last layer's module outputs. Called as
+    ``torso(x, tasks)``: ``x`` ``[*B, in_dim]``, ``tasks`` ``[*B]`` (long) or one int;
+    returns ``[*B, widths[-1]]``.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        widths: list[int],
+        activation: str,
+        num_tasks: int,
+        modules: int,
+        embedding: int,
+    ) -> None:
+        super().__init__()
+        if len(widths) < 2:
+            raise ValueError(
+                "soft_modular routes between layers: learner.model.torso needs at least two "
+                f"widths, got {widths}"
+            )
+        self.modules_per_layer = modules
+        dims = [in_dim, *widths]
+        self.layers = nn.ModuleList(ModuleLayer(modules, a, b) for a, b in itertools.pairwise(dims))
+        self.act = make_activation(activation)
+        self.task_embedding = nn.Embedding(num_tasks, embedding)
+        self.state_embedding = nn.Linear(in_dim, embedding)
+        routes = len(widths) - 1
+        square = modules * modules
+        self.route_out = nn.ModuleList(nn.Linear(embedding, square) for _ in range(routes))
+        # Routing step l > 0 reads the l routing matrices before it.
+        self.route_cond = nn.ModuleList(
+            nn.Linear(level * square, embedding) for level in range(1, routes)
+        )
+
+    def routes(self, x: torch.Tensor, tasks: torch.Tensor) -> list[torch.Tensor]:
+        """The rows' routing matrices ``[n, E, E]``, one per pair of consecutive layers; row
+        ``j`` of each is the softmax weighting of the lower layer's modules read by module
+        ``j`` of the upper one."""
+        e = self.modules_per_layer
+        joint = self.state_embedding(x) * self.task_embedding(tasks)  # [n, D]
+        out: list[torch.Tensor] = []
+        flat: list[torch.Tensor] = []
+        for level, project in enumerate(self.route_out):
+            if level == 0:
+                h = torch.relu(joint)
+            else:
+                h = torch.relu(self.route_cond[level - 1](torch.cat(flat, dim=-1)) * joint)
+            route = project(h).view(-1, e, e).softmax(-1)
+            out.append(route)
+            flat.append(route.flatten(1))
+        return out
+
+    def forward(self, x: torch.Tensor, tasks: torch.Tensor | int) -> torch.Tensor:
+        lead = x.shape[:-1]
+        flat, task_rows = _rows_and_tasks(x, tasks)
+        routes = self.routes(flat, task_rows)
+        e = self.modules_per_layer
+        h = self.act(self.layers[0](flat.unsqueeze(1).expand(-1, e, -1)))  # [n, E, w1]
+        for route, layer in zip(routes, self.layers[1:], strict=True):
+            h = self.act(layer(route @ h))
+        out = h.sum(1)
+        return out.reshape(*lead, out.shape[-1])

@@ -5,7 +5,7 @@ under torchrun), so both sides build the same model and the same batches from se
 ``recurrent-<model_parallel>`` runs the same problem with the recurrent core of
 :data:`RECURRENT` (its batches then carry random initial core states); a ``pcgrad-`` or
 ``cagrad-`` prefix combines the tasks' torso gradients that way (``learner.multitask``), a
-``moe-`` or ``moore-`` prefix makes the torso task-conditioned (``learner.model.torso_mixture``).
+``moe-``, ``moore-`` or ``soft_modular-`` prefix makes the torso task-conditioned (``learner.model.torso_mixture``).
 """
 
 from __future__ import annotations
@@ -75,12 +75,12 @@ RECURRENT: dict[str, dict[str, Any]] = {
 #: Mode prefixes naming a ``learner.multitask.gradients`` combination (default: ``sum``).
 COMBINATIONS = ("pcgrad", "cagrad")
 #: Mode prefixes naming a task-conditioned torso (``learner.model.torso_mixture.kind``).
-MIXTURES = ("moe", "moore")
+MIXTURES = ("moe", "moore", "soft_modular")
 
 
 def scenario(mode: str) -> tuple[str, dict[str, Any] | None, str, str | None]:
     """``(model_parallel, core config or None, gradient combination, torso mixture or None)``
-    of a mode name: ``[moe-|moore-][pcgrad-|cagrad-][recurrent-]<model_parallel>``."""
+    of a mode name: ``[moe-|moore-|soft_modular-][pcgrad-|cagrad-][recurrent-]<model_parallel>``."""
     gradients, mixture = "sum", None
     for kind in MIXTURES:
         if mode.startswith(f"{kind}-"):

@@ -2,7 +2,7 @@
 N learner ranks still take one process's update: every rank's per-task gradients of the shared
 parameters are summed over ranks before the combination, which every rank then computes alike.
 So do task-conditioned torsos (``learner.model.torso_mixture``), sharded by task (MOORE, with
-PCGrad) and by FSDP (MoE).
+PCGrad) and by FSDP (MoE, soft modularization).
 
 The problem of ``test_equivalence.py`` (four tasks, batches split by whole blocks and by env
 columns, a task absent, a rank idle): PCGrad in data parallel (also through a shared LSTM,
@@ -30,6 +30,7 @@ MODES = [
     "cagrad-task_sharded",
     "moore-pcgrad-task_sharded",
     "moe-fsdp",
+    "soft_modular-fsdp",
 ]
 
 pytestmark = pytest.mark.timeout(240)
