@@ -8,8 +8,9 @@
 Each repeat trains two arms of ``--population`` N runs of ``configs/quickstart.yaml``, one arm
 after the other (which goes first alternates between repeats):
 
-* **PBT**: the quickstart plus a ``tune:`` section (synchronous PBT, N members, an exploit /
-  explore meeting every ``--interval-env-steps``; the search space, :data:`SEARCH`, is centred
+* **PBT**: the quickstart plus a ``tune:`` section (synchronous PBT, or asynchronous with
+  ``--asynchronous``; N members, an exploit / explore every ``--interval-env-steps``; the
+  search space, :data:`SEARCH`, is centred
   on the shipped values: the learning rate, the entropy weight, and the learning-rate scales of
   the two tasks the shipped config scales), seed ``100 (r + 1)``, trained by ``mtrl tune`` in a
   private network namespace (Ray stays on loopback; :mod:`mtrl.testing.netns`). Ray gives
@@ -104,6 +105,7 @@ class Setup:
     population: int
     interval: int
     metric: str
+    synchronous: bool
     work_dir: Path
     timeout_s: float
     poll_s: float
@@ -175,6 +177,7 @@ def pbt_config(setup: Setup, seed: int) -> dict[str, Any]:
         "algorithm": "pbt",
         "population": setup.population,
         "interval_env_steps": setup.interval,
+        "synchronous": setup.synchronous,
         "metric": setup.metric,
         "search": copy.deepcopy(SEARCH),
     }
@@ -352,6 +355,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="tune.metric (target: each task's way to its target_score; normalized_score "
         "needs reference scores the quickstart's envs do not register)",
     )
+    ap.add_argument(
+        "--asynchronous",
+        action="store_true",
+        help="tune.synchronous: false (only members that copy restart; the others keep "
+        "their actors between intervals)",
+    )
     ap.add_argument("--out-dir", type=Path, default=None, help="JSON here (docs/results)")
     ap.add_argument("--work-dir", type=Path, help="runs and logs (default: a new /tmp dir)")
     ap.add_argument("--timeout-s", type=float, default=4 * 3600, help="per arm (4 h)")
@@ -386,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         args.population,
         args.interval_env_steps,
         args.metric,
+        not args.asynchronous,
         work,
         args.timeout_s,
         args.poll_s,
@@ -439,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         "population": n,
         "interval_env_steps": args.interval_env_steps,
         "metric": args.metric,
+        "synchronous": not args.asynchronous,
         "search": SEARCH,
         "pbt_config_repeat_0": pbt_config(setup, 100),
         "tasks": [asdict(t) for t in tasks],

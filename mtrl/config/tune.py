@@ -86,6 +86,14 @@ class TuneConfig(ConfigModel):
     """Runs trained side by side."""
     interval_env_steps: PositiveInt = 100_000
     """Env steps of each run between two exploit/explore decisions."""
+    synchronous: bool = True
+    """``true``: at each interval's end the runs wait for each other and are ranked at the same
+    env steps (Ray Tune pauses every run that arrives first, and a paused run starts again
+    from its checkpoint: its actors are restarted each interval). ``false``: asynchronous, as
+    in the PBT paper: a run is ranked against the others' latest scores when it ends an
+    interval, and only a run that copies a better one restarts; the others keep their actors
+    and train on (less wall time between intervals; runs are compared a little apart in env
+    steps)."""
     quantile: float = Field(default=0.25, gt=0, le=0.5)
     """The fraction of the population that copies from the best as much."""
     resample_probability: float = Field(default=0.25, ge=0, le=1)

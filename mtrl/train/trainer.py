@@ -39,7 +39,7 @@ from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train import run_state
 from mtrl.train.allocation import observe_faults, rebalance, set_share_targets
-from mtrl.train.final_eval import final_eval
+from mtrl.train.final_eval import FinalEval, final_eval
 from mtrl.train.liveness import Liveness
 from mtrl.train.preflight import check_memory
 from mtrl.train.progress import (
@@ -235,20 +235,28 @@ class Trainer:
         seconds = time.perf_counter() - start
         if ck.enabled and (self.run_dir is not None or self.ctx.distributed):
             self.save_checkpoint(seconds)  # every replica: a sharded learner's state is gathered
-        final = final_eval(  # rank 0, after the save: eval/<task>/greedy_return
+        final = self.run_final_eval(metrics)  # rank 0, after the save: eval/<task>/greedy_return
+        self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
+        steps, results = self.run_env_steps, final.apply(self.results())
+        # A later run() of this trainer (a population member's next interval) continues the
+        # clock, as a resumed run does.
+        self.elapsed_before += seconds
+        return TrainResult(
+            self.run_dir, steps, self.updates, seconds, results, final.episodes, start_steps
+        )
+
+    def run_final_eval(self, record: dict[str, float]) -> FinalEval:
+        """The greedy evaluation at the end of :meth:`run` (``tracking.final_eval_episodes``),
+        its figures added to ``record``; subclasses skip it where a run goes on."""
+        return final_eval(
             self.cfg,
             self.model,
             self.specs,
             self.names,
             self.pool.faults,
-            metrics,
+            record,
             self.ctx,
             env_steps=[p.env_steps for p in self.progress],
-        )
-        self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
-        steps, results = self.run_env_steps, final.apply(self.results())
-        return TrainResult(
-            self.run_dir, steps, self.updates, seconds, results, final.episodes, start_steps
         )
 
     def _drain_anakin_episodes(self) -> None:

@@ -3,9 +3,10 @@ into its run directory (``tune.jsonl``), read back by ``mtrl report`` on the pop
 directory. Imports no Ray: a report needs only the files.
 
 One record per interval: the env steps at its end, the member's score there, the
-hyperparameters it trained with, and — on the first interval after an exploit — the member
-whose checkpoint it copied. The checkpoint a member reports carries the member's name
-(``member.json``), so the member that restores it knows whose it was.
+hyperparameters it trained with, whether its trainer started anew for it, and — on the first
+interval after an exploit — the member whose checkpoint it copied. The checkpoint a member
+reports carries the member's name (``member.json``), so the member that restores it knows
+whose it was.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class Interval:
     score: float
     hyperparameters: dict[str, Any]
     copied_from: str | None = None
+    started: bool = False
+    """Whether the member's trainer (and its actors) started for this interval: true on the
+    first interval after Ray Tune (re)started the member, false where it trained on."""
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """One member of a population: a Ray Tune function trainable that trains an mtrl run one
 interval at a time.
 
-Each interval builds a :class:`~mtrl.train.trainer.Trainer` of the member's config (the base
-config with the member's current hyperparameters, :func:`mtrl.tune.space.apply`), loads the
-member's newest checkpoint into it, trains ``tune.interval_env_steps`` more env steps, writes a
-checkpoint and reports its score to Ray Tune with that checkpoint. When PBT exploits, Ray Tune
+A member builds one :class:`~mtrl.train.trainer.Trainer` of its config (the base config with
+the member's current hyperparameters, :func:`mtrl.tune.space.apply`), loads its newest
+checkpoint into it, and then, interval after interval, trains ``tune.interval_env_steps`` more
+env steps, writes a checkpoint and reports its score to Ray Tune with that checkpoint — the
+same trainer, its actors kept running, for as long as Ray Tune lets the member go on (a
+synchronous population pauses members at each meeting, which ends the trainer; an asynchronous
+one only restarts a member that copies another). When PBT exploits, Ray Tune
 starts the member again from a better member's checkpoint and with explored hyperparameters:
 the weights, optimiser state, PopArt statistics, progress counters and actor counts all come
 from the checkpoint (exactly what ``mtrl train --resume`` restores); the hyperparameters come
@@ -28,6 +31,7 @@ from mtrl.checkpoint import load_latest
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
 from mtrl.tracking.run_dir import create_run_dir
+from mtrl.train.final_eval import FinalEval
 from mtrl.train.progress import TaskResult
 from mtrl.train.trainer import Trainer
 from mtrl.tune.history import (
@@ -41,6 +45,7 @@ from mtrl.tune.space import apply
 
 __all__ = [
     "IntervalTrainer",
+    "MemberTrainer",
     "member_score",
     "target_fraction",
     "train_interval",
@@ -58,6 +63,12 @@ class IntervalTrainer(Trainer):
     def on_unroll(self, task: int, info: UnrollInfo) -> None:
         if self.run_env_steps >= self.stop_at:
             self.request_stop()
+
+    def run_final_eval(self, record: dict[str, float]) -> FinalEval:
+        """The greedy evaluation, only once the interval ends the run's budget."""
+        if self.run_env_steps < self.cfg.total_env_steps:
+            return FinalEval()
+        return super().run_final_eval(record)
 
 
 def target_fraction(mean_return: float, target: float, random: float | None) -> float:
@@ -101,6 +112,77 @@ def member_score(
     return sum(values) / len(values) if len(values) == len(results) else float("-inf")
 
 
+class MemberTrainer:
+    """A member's trainer across its intervals: built on the first :meth:`advance` from
+    ``state`` (a checkpoint's; None: from scratch), then trained on interval by interval
+    with its actors running in between; :meth:`close` ends it.
+
+    ``member`` (its index in the population) shifts the env seeds and reseeds the random
+    generators after the checkpoint is loaded: a member that copied another's checkpoint would
+    otherwise replay the other's episodes and action samples."""
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        run_dir: Path,
+        state: dict[str, Any] | None,
+        plugins: Any = None,
+        member: int = 0,
+    ) -> None:
+        if plugins is None:
+            from mtrl.plugins import get_plugins
+
+            plugins = get_plugins()
+        self.cfg, self.run_dir, self.plugins, self.member = cfg, run_dir, plugins, member
+        self._state = state
+        self.trainer: IntervalTrainer | None = None
+        self.randoms = [plugins.envs.get(t.env).random_score for t in cfg.tasks]
+
+    def _build(self, stop_at: int) -> IntervalTrainer:
+        cfg, state = self.cfg, self._state
+        updates = int(state["updates"]) if state is not None else 0
+        tracking = cfg.tracking.model_copy(update={"console": "quiet"})
+        trainer = IntervalTrainer(
+            cfg.model_copy(update={"tracking": tracking}),
+            stop_at,
+            plugins=self.plugins,
+            console=False,
+            run_dir=self.run_dir,
+            seed_offset=(1_000_003 * (updates + 1) if state is not None else 0)
+            + 7919 * self.member,
+        )
+        try:
+            if state is not None:
+                trainer.load_state_dict(state)
+                seed = cfg.seed * 1_000_003 + self.member * 7919 + updates
+                torch.manual_seed(seed)
+                np.random.seed(seed % 2**32)
+        except BaseException:
+            trainer.close()
+            raise
+        self._state = None  # held by the trainer now
+        return trainer
+
+    def advance(self, stop_at: int) -> tuple[dict[str, Any], Path, float]:
+        """Train until the run's env steps reach ``stop_at``; returns the new checkpoint's
+        state, its path and the member's score. The final greedy evaluation runs only when
+        ``stop_at`` ends the budget."""
+        if self.trainer is None:
+            self.trainer = self._build(stop_at)
+        self.trainer.stop_at = stop_at
+        result = self.trainer.run()
+        metric = self.cfg.tune.metric if self.cfg.tune is not None else "return"
+        score = member_score(result.tasks, metric, self.randoms)
+        new_state, path = load_latest(self.run_dir)
+        return new_state, path, score
+
+    def close(self) -> None:
+        """Stop the trainer's actors (safe to call twice)."""
+        if self.trainer is not None:
+            self.trainer.close()
+            self.trainer = None
+
+
 def train_interval(
     cfg: ExperimentConfig,
     run_dir: Path,
@@ -109,47 +191,14 @@ def train_interval(
     plugins: Any = None,
     member: int = 0,
 ) -> tuple[dict[str, Any], Path, float]:
-    """Train ``cfg`` in ``run_dir`` from ``state`` (a checkpoint's; None: from scratch) until
-    the run's env steps reach ``stop_at``; returns the new checkpoint's state, its path and the
-    member's score. The final greedy evaluation runs only when ``stop_at`` ends the budget.
-
-    ``member`` (its index in the population) shifts the env seeds and reseeds the random
-    generators after the checkpoint is loaded: a member that copied another's checkpoint would
-    otherwise replay the other's episodes and action samples."""
-    last = stop_at >= cfg.total_env_steps
-    tracking = cfg.tracking.model_copy(
-        update={
-            "console": "quiet",
-            "final_eval_episodes": cfg.tracking.final_eval_episodes if last else 0,
-        }
-    )
-    updates = int(state["updates"]) if state is not None else 0
-    trainer = IntervalTrainer(
-        cfg.model_copy(update={"tracking": tracking}),
-        stop_at,
-        plugins=plugins,
-        console=False,
-        run_dir=run_dir,
-        seed_offset=(1_000_003 * (updates + 1) if state is not None else 0) + 7919 * member,
-    )
+    """One interval of a fresh :class:`MemberTrainer` (built from ``state``, closed after):
+    train ``cfg`` in ``run_dir`` until the run's env steps reach ``stop_at``; returns the new
+    checkpoint's state, its path and the member's score."""
+    trainer = MemberTrainer(cfg, run_dir, state, plugins, member)
     try:
-        if state is not None:
-            trainer.load_state_dict(state)
-            seed = cfg.seed * 1_000_003 + member * 7919 + updates
-            torch.manual_seed(seed)
-            np.random.seed(seed % 2**32)
-        result = trainer.run()
+        return trainer.advance(stop_at)
     finally:
         trainer.close()
-    if plugins is None:
-        from mtrl.plugins import get_plugins
-
-        plugins = get_plugins()
-    randoms = [plugins.envs.get(t.env).random_score for t in cfg.tasks]
-    metric = cfg.tune.metric if cfg.tune is not None else "return"
-    score = member_score(result.tasks, metric, randoms)
-    new_state, path = load_latest(run_dir)
-    return new_state, path, score
 
 
 def train_member(config: dict[str, Any], base: dict[str, Any], experiment: str) -> None:
@@ -172,26 +221,31 @@ def train_member(config: dict[str, Any], base: dict[str, Any], experiment: str) 
             state, _ = load_latest(d)
             origin = read_origin(Path(d))
     copied_from = origin if origin != trial else None
-    plugins = get_plugins()
     run_dir = _run_dir(Path(experiment) / trial, cfg)
-    while True:
-        done = int(state["env_steps"]) if state is not None else 0
-        stop_at = min(done + interval, cfg.total_env_steps)
-        state, path, score = train_interval(cfg, run_dir, state, stop_at, plugins, member)
-        steps = int(state["env_steps"])
-        if steps > done:  # not an interval cut short before its first update (Ctrl-C)
-            record_interval(run_dir, Interval(steps, score, dict(config), copied_from))
-            copied_from = None
-        with tempfile.TemporaryDirectory() as tmp:  # laid out as a run directory's
-            (Path(tmp) / path.parent.name).mkdir()
-            shutil.copy2(path, Path(tmp) / path.parent.name / path.name)
-            write_origin(Path(tmp), trial)
-            tune.report(
-                {"score": score, "env_steps": steps, "run_dir": str(run_dir)},
-                checkpoint=tune.Checkpoint.from_directory(tmp),
-            )
-        if steps >= cfg.total_env_steps:
-            return
+    done = int(state["env_steps"]) if state is not None else 0
+    trainer = MemberTrainer(cfg, run_dir, state, get_plugins(), member)
+    started = True
+    try:  # one trainer for every interval Ray Tune lets this call run (module docstring)
+        while True:
+            stop_at = min(done + interval, cfg.total_env_steps)
+            state, path, score = trainer.advance(stop_at)
+            steps = int(state["env_steps"])
+            if steps > done:  # not an interval cut short before its first update (Ctrl-C)
+                record_interval(run_dir, Interval(steps, score, dict(config), copied_from, started))
+                copied_from, started = None, False
+            done = steps
+            with tempfile.TemporaryDirectory() as tmp:  # laid out as a run directory's
+                (Path(tmp) / path.parent.name).mkdir()
+                shutil.copy2(path, Path(tmp) / path.parent.name / path.name)
+                write_origin(Path(tmp), trial)
+                tune.report(
+                    {"score": score, "env_steps": steps, "run_dir": str(run_dir)},
+                    checkpoint=tune.Checkpoint.from_directory(tmp),
+                )
+            if steps >= cfg.total_env_steps:
+                return
+    finally:
+        trainer.close()
 
 
 def _run_dir(home: Path, cfg: ExperimentConfig) -> Path:

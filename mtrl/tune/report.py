@@ -27,7 +27,8 @@ def _fmt(value: object) -> str:
 
 def member_table(members: Sequence[MemberHistory]) -> list[str]:
     """One line per member, best last score first: its score and env steps at its last
-    interval, its hyperparameters there, and whom it copied at which env steps."""
+    interval, its hyperparameters there, whom it copied at which env steps, and for how many
+    intervals its trainer started anew."""
     ranked = sorted((m for m in members if m.intervals), key=lambda m: -m.intervals[-1].score)
     lines = []
     for m in ranked:
@@ -40,8 +41,14 @@ def member_table(members: Sequence[MemberHistory]) -> list[str]:
             if i.copied_from is not None
         ]
         copied = f"; copied {', '.join(copies)}" if copies else ""
+        started = sum(i.started for i in m.intervals)
+        # Restarts cost actor start-up: a synchronous population restarts every member at
+        # each meeting, an asynchronous one only those that copy (histories from before
+        # the record was kept say nothing).
+        starts_note = f"; started for {started} of {len(m.intervals)} intervals" if started else ""
         lines.append(
-            f"{m.label}: score {last.score:.3g} at {last.env_steps} env steps ({values}){copied}"
+            f"{m.label}: score {last.score:.3g} at {last.env_steps} env steps ({values})"
+            f"{copied}{starts_note}"
         )
     return lines
 

@@ -1,4 +1,5 @@
-"""The population's scheduler: Ray Tune's PBT or PB2, synchronous, ranked at equal env steps.
+"""The population's scheduler: Ray Tune's PBT or PB2, synchronous (by default: ranked at equal
+env steps) or asynchronous (``tune.synchronous: false``).
 
 Synchronous (``synch=True``): at each interval's end the members wait for each other and are
 ranked at the same env steps, so a member is never judged against one that trained longer.
@@ -64,7 +65,8 @@ class SynchPB2(_MeetAhead, PB2):
 
 
 def make_scheduler(cfg: ExperimentConfig) -> Any:
-    """The synchronous PBT or PB2 scheduler that ``cfg.tune`` asks for."""
+    """The PBT or PB2 scheduler that ``cfg.tune`` asks for, synchronous (members meet; module
+    docstring) or not (``tune.synchronous: false``: Ray's own asynchronous schedulers)."""
     tc = cfg.tune
     assert tc is not None
     common: dict[str, Any] = dict(
@@ -73,11 +75,13 @@ def make_scheduler(cfg: ExperimentConfig) -> Any:
         mode="max",
         perturbation_interval=tc.interval_env_steps,
         quantile_fraction=tc.quantile,
-        synch=True,
+        synch=tc.synchronous,
     )
     if tc.algorithm == "pb2":
-        return SynchPB2(hyperparam_bounds=bounds(tc), **common)
-    return SynchPBT(
+        pb2 = SynchPB2 if tc.synchronous else PB2
+        return pb2(hyperparam_bounds=bounds(tc), **common)
+    pbt = SynchPBT if tc.synchronous else PopulationBasedTraining
+    return pbt(
         hyperparam_mutations=mutations(tc),
         resample_probability=tc.resample_probability,
         **common,

@@ -30,10 +30,10 @@ def _population(root: Path) -> Path:
         run = exp / TRIAL.format(i=i) / "run" / f"pbt__0__2026112{i}"
         run.mkdir(parents=True)
         runs.append(run)
-    record_interval(runs[0], Interval(2000, 20.0, {lr: 1e-3}))
+    record_interval(runs[0], Interval(2000, 20.0, {lr: 1e-3}, started=True))
     record_interval(runs[0], Interval(4000, 30.0, {lr: 1e-3}))
-    record_interval(runs[1], Interval(2000, 10.0, {lr: 1e-4}))
-    record_interval(runs[1], Interval(4000, 25.0, {lr: 1.2e-3}, TRIAL.format(i=0)))
+    record_interval(runs[1], Interval(2000, 10.0, {lr: 1e-4}, started=True))
+    record_interval(runs[1], Interval(4000, 25.0, {lr: 1.2e-3}, TRIAL.format(i=0), True))
     with (runs[1] / HISTORY_FILE).open("a") as f:
         f.write('{"env_steps": 60')  # a member killed while writing
     return exp
@@ -57,12 +57,15 @@ def test_a_checkpoint_says_whose_it_is(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "member.json").read_text()) == {"trial": TRIAL.format(i=3)}
 
 
-def test_the_table_ranks_members_and_says_whom_each_copied_when(tmp_path: Path) -> None:
+def test_the_table_ranks_members_and_says_whom_each_copied_when_and_how_often_it_started(
+    tmp_path: Path,
+) -> None:
     lines = member_table(read_population(_population(tmp_path)))
     assert lines[0].startswith("member 0: score 30 at 4000 env steps")
+    assert lines[0].endswith("; started for 1 of 2 intervals")  # trained on, not restarted
     assert lines[1] == (
         "member 1: score 25 at 4000 env steps (learner.learning_rate=0.0012); "
-        "copied member 0 at 2000"
+        "copied member 0 at 2000; started for 2 of 2 intervals"
     )
 
 

@@ -5,6 +5,7 @@ interrupted and resumed (real Ray, in a private network namespace)."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,7 +24,7 @@ from mtrl.testing.netns import in_private_network
 from mtrl.train.progress import TaskResult
 from mtrl.train.trainer import Trainer
 from mtrl.tune.history import read_population
-from mtrl.tune.member import member_score, train_interval
+from mtrl.tune.member import MemberTrainer, member_score, train_interval
 from mtrl.tune.space import apply, bounds, mutations, param_space
 
 pytest.importorskip("ray.tune", reason="mtrl tune needs Ray Tune (pip install 'mtrl[tune]')")
@@ -155,6 +157,87 @@ def test_an_exploit_copies_the_whole_state_and_keeps_the_members_hyperparameters
     state_b, _, _ = train_interval(b, b_dir, state, int(state["env_steps"]) + 1000, member=1)
     assert int(state_b["env_steps"]) >= int(state["env_steps"]) + 1000
     assert state_b["learner"]["version"] > state["learner"]["version"]
+
+
+def test_a_member_trains_interval_after_interval_on_one_trainer(tmp_path: Path) -> None:
+    """Between two intervals a member keeps its trainer and actors: env steps, updates and the
+    clock go on from where the last interval ended, each interval leaves a checkpoint, and the
+    greedy evaluation runs once, at the end of the budget."""
+    cfg = apply(_cfg(tmp_path, total=6000), {"learner.learning_rate": 1e-3})
+    run_dir = tmp_path / "member"
+    run_dir.mkdir()
+    member = MemberTrainer(cfg, run_dir, None)
+    try:
+        states, paths = [], []
+        for stop_at in (2000, 4000, 6000):
+            state, path, score = member.advance(stop_at)
+            states.append(state)
+            paths.append(path)
+            if stop_at == 2000:
+                trainer, pool = member.trainer, member.trainer.pool
+            assert member.trainer is trainer and member.trainer.pool is pool, "rebuilt"
+            assert np.isfinite(score)
+            assert int(state["env_steps"]) >= stop_at
+    finally:
+        member.close()
+    assert member.trainer is None
+    for earlier, later in itertools.pairwise(states):
+        assert int(later["env_steps"]) > int(earlier["env_steps"])
+        assert later["updates"] > earlier["updates"]
+        assert later["elapsed_s"] > earlier["elapsed_s"]
+    assert len(set(paths)) == 3 and all(p.exists() for p in paths)
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").open()]
+    evals = [r for r in records if "eval/gymnasium/CartPole-v1/greedy_return" in r]
+    assert len(evals) == 1 and evals[0]["charts/env_steps"] >= 6000
+    elapsed = [r["charts/elapsed_s"] for r in records]
+    assert elapsed == sorted(elapsed), "the clock restarted at an interval"
+
+
+def test_an_asynchronous_population_uses_rays_own_schedulers(tmp_path: Path) -> None:
+    from ray.tune.schedulers import PopulationBasedTraining
+    from ray.tune.schedulers.pb2 import PB2
+
+    from mtrl.tune.schedulers import SynchPB2, SynchPBT, make_scheduler
+
+    cfg = _cfg(tmp_path)
+    assert isinstance(make_scheduler(cfg), SynchPBT)
+    tune = cfg.tune.model_copy(update={"synchronous": False})
+    scheduler = make_scheduler(cfg.model_copy(update={"tune": tune}))
+    assert type(scheduler) is PopulationBasedTraining and not scheduler._synch
+    pb2 = cfg.tune.model_copy(
+        update={
+            "synchronous": False,
+            "algorithm": "pb2",
+            "search": {"learner.learning_rate": cfg.tune.search["learner.learning_rate"]},
+        }
+    )
+    assert type(make_scheduler(cfg.model_copy(update={"tune": pb2}))) is PB2
+    sync_pb2 = pb2.model_copy(update={"synchronous": True})
+    assert isinstance(make_scheduler(cfg.model_copy(update={"tune": sync_pb2})), SynchPB2)
+
+
+@pytest.mark.timeout(900)
+def test_an_asynchronous_population_restarts_only_the_members_that_copy(tmp_path: Path) -> None:
+    """``tune.synchronous: false``: members are not paused to meet, so a member that does not
+    copy another trains on with its trainer and actors; only a copy restarts one."""
+    config = tmp_path / "tiny.yaml"
+    total = 8000
+    text = TINY.format(total=total, runs=tmp_path / "runs")
+    config.write_text(text.replace("  population: 2\n", "  population: 2\n  synchronous: false\n"))
+    assert "synchronous: false" in config.read_text()
+    res = _tune(str(config), "--dir", str(tmp_path / "tune"), cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    members = read_population(tmp_path / "tune" / "pbt-tiny")
+    assert len(members) == 2
+    intervals = [i for m in members for i in m.intervals]
+    for m in members:
+        assert m.intervals[0].started and m.intervals[-1].env_steps >= total
+        for i in m.intervals:
+            # a copy always comes with a start (Ray Tune restarts the member from the copy)
+            assert i.started or i.copied_from is None
+    # At each of the three inner interval ends one of two members is the better and trains on.
+    trained_on = [(i.started, i.copied_from) for i in intervals]
+    assert sum(not i.started for i in intervals) >= 3, trained_on
 
 
 def _tune_command(*args: str) -> tuple[list[str], dict[str, str]]:
