@@ -5,7 +5,8 @@ under torchrun), so both sides build the same model and the same batches from se
 ``recurrent-<model_parallel>`` runs the same problem with the recurrent core of
 :data:`RECURRENT` (its batches then carry random initial core states); a ``pcgrad-`` or
 ``cagrad-`` prefix combines the tasks' torso gradients that way (``learner.multitask``), a
-``moe-``, ``moore-`` or ``soft_modular-`` prefix makes the torso task-conditioned (``learner.model.torso_mixture``).
+``moe-``, ``moore-`` or ``soft_modular-`` prefix makes the torso task-conditioned
+(``learner.model.torso_mixture``).
 """
 
 from __future__ import annotations
