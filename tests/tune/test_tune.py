@@ -235,9 +235,12 @@ def test_an_asynchronous_population_restarts_only_the_members_that_copy(tmp_path
         for i in m.intervals:
             # a copy always comes with a start (Ray Tune restarts the member from the copy)
             assert i.started or i.copied_from is None
-    # At each of the three inner interval ends one of two members is the better and trains on.
+    # At an inner interval's end a member that ranks above the other's latest score trains on
+    # (usually at half of the six; at least once, whatever the machine's load: a member's
+    # first end comes before the other has a score). A synchronous population of two restarts
+    # at every interval.
     trained_on = [(i.started, i.copied_from) for i in intervals]
-    assert sum(not i.started for i in intervals) >= 3, trained_on
+    assert sum(not i.started for i in intervals) >= 1, trained_on
 
 
 def _tune_command(*args: str) -> tuple[list[str], dict[str, str]]:
