@@ -3,16 +3,21 @@
 Each venv is built with pip in two steps: torch first (``torch==2.13.0``, the CPU wheel on this
 machine's disk, unless the peer pins another), then the peer with torch pinned to the same
 version, so pip never swaps torch. A stamp file holding the requirement list makes reruns a
-no-op.
+no-op. ``pufferlib_ocean`` is built from source instead (:func:`build_pufferlib_ocean`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,7 +42,12 @@ PEERS: dict[str, list[str]] = {
     # PufferLib 3's trainer (pufferl) and vectorisation; its compiled ops (pufferlib._C) are
     # built against torch 2.9.0 exactly, whose PyPI wheel is a CUDA build (run on the CPU here).
     "pufferlib": ["pufferlib-core==3.0.23"],
+    # The whole PufferLib 3.0.0 with its Ocean C envs, built from PyPI's sdist against the CPU
+    # torch (build_pufferlib_ocean): the trainer and PufferLib's own fast envs.
+    "pufferlib_ocean": ["pufferlib==3.0.0 (sdist)", "numpy<2", "cython", "setuptools", "wheel"],
 }
+
+PUFFERLIB_SDIST = ("pufferlib", "3.0.0")
 
 #: Peers whose wheels pin a torch other than :data:`TORCH`.
 TORCH_OF: dict[str, str] = {"pufferlib": "torch==2.9.0"}
@@ -68,13 +78,54 @@ def ensure(name: str, log: Callable[[str], object] = print) -> float:
     pip = [str(python_of(name)), "-m", "pip", "install", "-q", "--no-input"]
     torch = TORCH_OF.get(name, TORCH)
     subprocess.run([*pip, torch], check=True)
-    subprocess.run([*pip, *PEERS[name], torch], check=True)
+    if name == "pufferlib_ocean":
+        build_pufferlib_ocean(pip, torch, log)
+    else:
+        subprocess.run([*pip, *PEERS[name], torch], check=True)
     subprocess.run([str(python_of(name)), "-m", "pip", "check"], check=False)
     seconds = time.perf_counter() - t0
     (root / ".mtrl-build-seconds").write_text(f"{seconds:.1f}\n")
     stamp.write_text(_stamp(name))
     log(f"peer venv {name!r} built in {seconds:.0f} s")
     return seconds
+
+
+def sdist_url(project: str, version: str) -> str:
+    """The URL of ``project``'s source archive of ``version`` on PyPI (its simple index)."""
+    with urllib.request.urlopen(f"https://pypi.org/simple/{project}/", timeout=60) as r:
+        index = r.read().decode()
+    found = re.search(rf'href="([^"#]+/{project}-{re.escape(version)}\.tar\.gz)[#"]', index)
+    if found is None:
+        raise RuntimeError(f"no sdist of {project} {version} on PyPI")
+    return found.group(1)
+
+
+def build_pufferlib_ocean(pip: list[str], torch: str, log: Callable[[str], object]) -> None:
+    """PufferLib 3.0.0 from its PyPI sdist, Ocean C envs included, into the venv of ``pip``.
+
+    Its ``setup.py`` downloads raylib for the web and box2d from GitHub, which this machine
+    cannot reach: the sdist already holds the Linux raylib the envs link, so empty folders
+    stand in for the two downloads, and ``impulse_wars`` (the one env needing box2d) is left
+    out. An ``nvcc`` on the PATH would make its ops a CUDA extension against the CPU torch, so
+    the build runs with a PATH without it."""
+    subprocess.run([*pip, "numpy<2", "cython", "setuptools", "wheel", torch], check=True)
+    url = sdist_url(*PUFFERLIB_SDIST)
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "pufferlib.tar.gz"
+        log(f"downloading {url}")
+        urllib.request.urlretrieve(url, archive)
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        src = Path(tmp) / f"pufferlib-{PUFFERLIB_SDIST[1]}"
+        for stub in ("raylib-5.5_webassembly", "box2d-web", "box2d-linux-amd64"):
+            (src / stub).mkdir(exist_ok=True)
+        shutil.rmtree(src / "pufferlib" / "ocean" / "impulse_wars")
+        nvcc = shutil.which("nvcc")
+        path = os.environ.get("PATH", "").split(os.pathsep)
+        if nvcc is not None:
+            path = [p for p in path if Path(p).resolve() != Path(nvcc).parent.resolve()]
+        env = {**os.environ, "PATH": os.pathsep.join(path)}
+        subprocess.run([*pip, "--no-build-isolation", str(src), torch], check=True, env=env)
 
 
 def build_seconds(name: str) -> float | None:
