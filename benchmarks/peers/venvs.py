@@ -43,11 +43,29 @@ PEERS: dict[str, list[str]] = {
     # built against torch 2.9.0 exactly, whose PyPI wheel is a CUDA build (run on the CPU here).
     "pufferlib": ["pufferlib-core==3.0.23"],
     # The whole PufferLib 3.0.0 with its Ocean C envs, built from PyPI's sdist against the CPU
-    # torch (build_pufferlib_ocean): the trainer and PufferLib's own fast envs.
-    "pufferlib_ocean": ["pufferlib==3.0.0 (sdist)", "numpy<2", "cython", "setuptools", "wheel"],
+    # torch (build_pufferlib_ocean): the trainer and PufferLib's own fast envs; mtrl and
+    # plugins_contrib/mtrl-pufferlib beside them.
+    "pufferlib_ocean": [
+        "pufferlib==3.0.0 (sdist)",
+        "numpy<2",
+        "cython",
+        "setuptools",
+        "wheel",
+        "mtrl",
+        "mtrl-pufferlib",
+    ],
 }
 
 PUFFERLIB_SDIST = ("pufferlib", "3.0.0")
+#: mtrl's own requirements (pyproject.toml), for venvs that install mtrl without its deps.
+MTRL_REQUIREMENTS = [
+    "gymnasium[classic-control]>=1.0",
+    "pluggy>=1.5",
+    "pydantic>=2.7",
+    "pyyaml>=6.0",
+    "rich>=13",
+    "scipy>=1.10",
+]
 
 #: Peers whose wheels pin a torch other than :data:`TORCH`.
 TORCH_OF: dict[str, str] = {"pufferlib": "torch==2.9.0"}
@@ -126,6 +144,13 @@ def build_pufferlib_ocean(pip: list[str], torch: str, log: Callable[[str], objec
             path = [p for p in path if Path(p).resolve() != Path(nvcc).parent.resolve()]
         env = {**os.environ, "PATH": os.pathsep.join(path)}
         subprocess.run([*pip, "--no-build-isolation", str(src), torch], check=True, env=env)
+    # mtrl and its PufferLib plugin beside it. PufferLib 3.0.0 declares gymnasium<=0.29.1, which
+    # mtrl (gymnasium>=1.0) cannot run on; its Ocean envs use gymnasium's spaces only and run
+    # on 1.x. pip would otherwise rebuild PufferLib looking for a version without the pin, so
+    # mtrl's requirements go in first and mtrl and the plugin without theirs.
+    subprocess.run([*pip, *MTRL_REQUIREMENTS, "pytest", torch], check=True)
+    plugin = ROOT / "plugins_contrib" / "mtrl-pufferlib"
+    subprocess.run([*pip, "--no-deps", str(ROOT), str(plugin)], check=True)
 
 
 def build_seconds(name: str) -> float | None:
