@@ -1,8 +1,11 @@
-"""mtrl (IMPALA/V-trace + PopArt) on CartPole-v1 for a fixed wall time; prints one JSON line.
+"""mtrl (IMPALA/V-trace + PopArt) on CartPole for a fixed wall time; prints one JSON line.
 
-Runs in mtrl's own venv. The trainer is used as ``mtrl train`` builds it; a wrapper around the
-pool's ``get`` records ``(time, env steps)`` each round and calls ``Trainer.request_stop()``
-once ``--warmup`` + ``--seconds`` have passed since the first unroll. The network matches the
+Runs in mtrl's own venv (gymnasium's CartPole-v1), or with ``--env ocean`` in the
+``pufferlib_ocean`` peer venv (PufferLib's C CartPole through plugins_contrib/mtrl-pufferlib:
+``pufferlib/cartpole``, target 190, 192 steps). The trainer is used as ``mtrl train`` builds
+it; a wrapper around the pool's ``get`` records ``(time, env steps)`` each round and calls
+``Trainer.request_stop()`` once ``--warmup`` + ``--seconds`` have passed since the first
+unroll. The network matches the
 benchmark's: ``learner.model: {encoder_dim: 64, torso: [], activation: tanh}`` is the vector
 encoder 4→64→64 (tanh) feeding linear policy and value heads directly (4,675 parameters).
 ``--profile FILE`` writes a cProfile of the main process (useful in serial mode).
@@ -26,7 +29,8 @@ from mtrl.config import parse_config
 from mtrl.train.trainer import RECENT_EPISODES as RECENT
 from mtrl.train.trainer import Trainer
 
-TARGET = 475.0
+#: --env -> (env id, target mean return of the last 20 episodes)
+ENVS = {"cartpole": ("gymnasium/CartPole-v1", 475.0), "ocean": ("pufferlib/cartpole", 190.0)}
 
 
 def config(a: argparse.Namespace, run_dir: str) -> Any:
@@ -37,7 +41,7 @@ def config(a: argparse.Namespace, run_dir: str) -> Any:
         seed: {a.seed}
         total_env_steps: 1000000000
         tasks:
-          - env: gymnasium/CartPole-v1
+          - env: {ENVS[a.env][0]}
             num_envs: {a.envs}
         scheduler: {{num_actors: {a.actors}}}
         actors: {{mode: {a.mode}}}
@@ -55,6 +59,7 @@ def config(a: argparse.Namespace, run_dir: str) -> Any:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--env", choices=sorted(ENVS), default="cartpole")
     ap.add_argument("--mode", choices=["serial", "process", "thread"], default="serial")
     ap.add_argument("--envs", type=int, default=32, help="env copies per actor")
     ap.add_argument("--actors", type=int, default=2, help="actor workers (parallel modes)")
@@ -66,6 +71,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", default=None, help="write a cProfile of the run here")
     a = ap.parse_args()
+    target = ENVS[a.env][1]
     marks: list[tuple[float, int]] = []
     solved_at: dict[str, float] | None = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +86,7 @@ def main() -> None:
             if steps > 0:
                 marks.append((now, steps))
                 res = trainer.results()[0] if solved_at is None else None
-                if res and res.episodes >= RECENT and (res.mean_return or 0.0) >= TARGET:
+                if res and res.episodes >= RECENT and (res.mean_return or 0.0) >= target:
                     solved_at = {"seconds": now - marks[0][0], "env_steps": float(steps)}
                 if now - marks[0][0] >= a.warmup + a.seconds:
                     trainer.request_stop()
@@ -110,6 +116,8 @@ def main() -> None:
                 "updates": result.updates,
                 "mean_return": result.tasks[0].mean_return,
                 "solved_at": solved_at,
+                "env": a.env,
+                "target": target,
                 "params": params,
                 "versions": {
                     "mtrl": metadata.version("mtrl"),

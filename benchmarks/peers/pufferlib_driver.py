@@ -1,9 +1,12 @@
-"""PufferLib 3 (pufferl's PPO trainer) on CartPole-v1 for a fixed wall time; prints one JSON line.
+"""PufferLib 3 (pufferl's PPO trainer) on CartPole for a fixed wall time; prints one JSON line.
 
 Runs in the ``pufferlib`` peer venv (see ``venvs.py``; pufferlib-core with torch 2.9.0, on the
-CPU). PufferLib's own pieces are used as they are: ``pufferlib.vector.make`` over
+CPU), or with ``--env ocean`` in the ``pufferlib_ocean`` one (PufferLib 3.0.0 built with its C
+envs). PufferLib's own pieces are used as they are: ``pufferlib.vector.make`` over
 ``pufferlib.emulation.GymnasiumPufferEnv`` (``--backend serial``: every env in this process;
-``multiprocessing``: ``--workers`` processes) and the trainer ``pufferlib.pufferl.PuffeRL``,
+``multiprocessing``: ``--workers`` processes) — or, with ``--env ocean``, PufferLib's C CartPole
+vectorised natively, ``--envs`` copies in one C call — and the trainer
+``pufferlib.pufferl.PuffeRL``,
 alternating ``evaluate()`` (collect ``--horizon`` steps of every env) and ``train()``. The
 network matches the benchmark's: a shared tanh MLP 4→64→64 with linear policy and value heads
 (4,675 parameters). PPO settings are CleanRL's CartPole ones (Adam 2.5e-4, γ 0.99, λ 0.95, clip
@@ -11,8 +14,12 @@ network matches the benchmark's: a shared tanh MLP 4→64→64 with linear polic
 turned off (``prio_alpha`` 0) so that its PPO is the plain one.
 
 Episode returns come from gymnasium's ``RecordEpisodeStatistics`` (PufferLib collects the
-envs' ``info`` dicts). The figure is the env-step rate between the first ``(time, steps)`` mark
-past ``--warmup`` seconds of training and the last one, as for the other peers.
+envs' ``info`` dicts); for Ocean, from the C env's own logs (``score``, the mean return of the
+``n`` episodes each log covers; an episode of ``n`` steps scores ``n - 1``), the recent mean
+taken over the latest logs that cover 20 episodes. The target is 475 on gymnasium's CartPole
+and 191 on Ocean's (192 steps: mtrl's 190, as its adapter counts one reward fewer). The
+figure is the env-step rate between the first ``(time, steps)`` mark past ``--warmup`` seconds
+of training and the last one, as for the other peers.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import torch
 from torch import nn
 
 RECENT = 20
-TARGET = 475.0
+TARGETS = {"cartpole": 475.0, "ocean": 191.0}
 
 
 def make_env(buf=None, seed: int = 0) -> pufferlib.emulation.GymnasiumPufferEnv:
@@ -103,8 +110,31 @@ def _config(a: argparse.Namespace, num_envs: int, data_dir: str) -> dict:
     }
 
 
+def _recent_logged(logs: list[tuple[float, float]]) -> list[float]:
+    """The recent return from the C env's logs: the episode-weighted mean of the latest logs
+    that together cover ``RECENT`` episodes, as a one-item list (empty until they do)."""
+    total, weighted = 0.0, 0.0
+    for score, n in reversed(logs):
+        total += n
+        weighted += score * n
+        if total >= RECENT:
+            return [weighted / total]
+    return []
+
+
+def _pufferlib_version() -> str:
+    """``pufferlib-core``'s version (the ``pufferlib`` venv) or ``pufferlib``'s (Ocean's)."""
+    for dist in ("pufferlib-core", "pufferlib"):
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--env", choices=sorted(TARGETS), default="cartpole")
     ap.add_argument("--envs", type=int, default=32)
     ap.add_argument("--horizon", type=int, default=32, help="steps per env per evaluate()")
     ap.add_argument("--backend", choices=["serial", "multiprocessing"], default="serial")
@@ -116,7 +146,16 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    if a.backend == "serial":
+    target = TARGETS[a.env]
+    if a.env == "ocean":
+        from pufferlib.ocean.environment import env_creator
+
+        vecenv = pufferlib.vector.make(
+            env_creator("puffer_cartpole"),
+            env_kwargs={"num_envs": a.envs, "seed": a.seed},
+            backend=pufferlib.vector.PufferEnv,
+        )
+    elif a.backend == "serial":
         vecenv = pufferlib.vector.make(
             make_env, num_envs=a.envs, backend=pufferlib.vector.Serial, seed=a.seed
         )
@@ -135,22 +174,28 @@ def main() -> None:
     trainer = pufferlib.pufferl.PuffeRL(_config(a, vecenv.num_agents, data_dir), vecenv, policy)
     trainer.print_dashboard = lambda *args, **kw: None  # no terminal UI in the timed loop
     returns: list[float] = []
+    logs: list[tuple[float, float]] = []
+    recent: list[float] = []
     marks: list[tuple[float, int]] = []
     solved_at = None
     start = time.perf_counter()
     while time.perf_counter() - start < a.warmup + a.seconds:
         stats = trainer.evaluate()
-        returns.extend(float(r) for r in np.ravel(stats.get("episode/r", [])))
-        stats.pop("episode/r", None)
+        if a.env == "ocean":  # the C env's logs: (mean score, episodes) pairs
+            for score, n in zip(stats.pop("score", []), stats.pop("n", []), strict=False):
+                logs.append((float(score), float(n)))
+            recent = _recent_logged(logs)
+        else:
+            returns.extend(float(r) for r in np.ravel(stats.get("episode/r", [])))
+            stats.pop("episode/r", None)
+            recent = returns[-RECENT:] if len(returns) >= RECENT else []
         trainer.train()
         now = time.perf_counter()
         marks.append((now, int(trainer.global_step)))
-        recent = returns[-RECENT:]
-        if solved_at is None and len(recent) == RECENT and np.mean(recent) >= TARGET:
+        if solved_at is None and recent and np.mean(recent) >= target:
             solved_at = {"seconds": now - start, "env_steps": float(trainer.global_step)}
     window = [m for m in marks if m[0] - start >= a.warmup] or marks[-2:]
     (t0, s0), (t1, s1) = window[0], window[-1]
-    recent = returns[-RECENT:]
     out = {
         "peer": "pufferlib",
         "env_steps": s1 - s0,
@@ -159,8 +204,10 @@ def main() -> None:
         "mean_return": float(np.mean(recent)) if recent else None,
         "solved_at": solved_at,
         "params": sum(p.numel() for p in policy.parameters()),
+        "env": a.env,
+        "target": target,
         "versions": {
-            "pufferlib-core": metadata.version("pufferlib-core"),
+            "pufferlib": _pufferlib_version(),
             "torch": torch.__version__,
             "gymnasium": gym.__version__,
             "numpy": np.__version__,

@@ -153,9 +153,12 @@ def _python(peer: str) -> str:
     return sys.executable if peer == "mtrl" else str(python_of(peer))
 
 
-def run_one(peer: str, args: list[str], warmup: float, seconds: float) -> dict[str, Any]:
-    """Run one driver; its result (the last JSON line it printed) or an ``error``."""
-    cmd = [_python(peer), str(HERE / DRIVERS[peer]), "--warmup", str(warmup)]
+def run_one(
+    peer: str, args: list[str], warmup: float, seconds: float, python: str | None = None
+) -> dict[str, Any]:
+    """Run one driver (``peer``'s, in ``python``, by default the peer's venv); its result
+    (the last JSON line it printed) or an ``error``."""
+    cmd = [python or _python(peer), str(HERE / DRIVERS[peer]), "--warmup", str(warmup)]
     cmd += ["--seconds", str(seconds), *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled"}
     t0 = time.perf_counter()
