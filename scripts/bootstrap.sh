@@ -53,8 +53,10 @@ fi
 # Every plugins_contrib package but those that need their own venv: mtrl-metaworld pins
 # mujoco 3.3.0 (Meta-World's pin), and this venv keeps the mujoco its measured learning runs
 # used (gymnasium's MuJoCo tasks in the quickstart); scripts/metaworld_tests.sh builds
-# .venv-metaworld for it.
-own_venv=(plugins_contrib/mtrl-metaworld)
+# .venv-metaworld for it. mtrl-pufferlib needs PufferLib 3.0.0 with its C envs, whose sdist
+# downloads raylib while it builds (no network here): benchmarks/peers/venvs.py
+# pufferlib_ocean builds its venv with local stand-ins.
+own_venv=(plugins_contrib/mtrl-metaworld plugins_contrib/mtrl-pufferlib)
 contrib=()
 for p in plugins_contrib/*/pyproject.toml; do
   d=$(dirname "$p")
