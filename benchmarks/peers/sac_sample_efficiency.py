@@ -181,6 +181,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env", choices=sorted(ENVS), default="InvertedPendulum-v5")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds first-seed … first-seed + seeds - 1 (two calls with --name can split them)",
+    )
     ap.add_argument("--sides", default="sb3,sac,impala", help="comma-separated subset")
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--no-write", action="store_true", help="do not write docs/results")
@@ -205,7 +211,7 @@ def main() -> None:
     }
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mtrl-sacse-") as tmp:
-        for seed in range(a.seeds):
+        for seed in range(a.first_seed, a.first_seed + a.seeds):
             for side in sides:
                 load = os.getloadavg()[0]
                 if side == "sb3":

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import statistics
 import time
 import warnings
 from collections import Counter, defaultdict, deque
@@ -53,6 +52,7 @@ from mtrl.actors.ray_cluster import (
     import_ray,
     live_nodes,
 )
+from mtrl.actors.ray_faults import describe_ray_error, overdue_unroll
 from mtrl.actors.ray_placement import (
     StarveWatch,
     missing_resources,
@@ -61,7 +61,6 @@ from mtrl.actors.ray_placement import (
 )
 from mtrl.actors.server import ActorEvent, ReadyUnroll
 from mtrl.actors.unroll import UnrollBuffer
-from mtrl.actors.worker import fault_kind
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.errors import UserError
 
@@ -365,15 +364,9 @@ class RayPool:
                 continue
             # Calls run one after another: the oldest began when the previous one finished.
             began = max(a.inflight[0][1], a.last_done or 0.0)
-            usual = statistics.median(a.walls) if a.walls else 0.0
-            if now - began > usual + fp.step_timeout_s:
-                was = f"its usual {usual:.1f}s" if a.walls else "no unroll finished before"
-                self._lost(
-                    a,
-                    "hang",
-                    f"an unroll ran {now - began:.0f}s ({was}), more than step_timeout_s="
-                    f"{fp.step_timeout_s:g} over: an env step hung; the actor was killed",
-                )
+            text = overdue_unroll(now - began, list(a.walls), fp.step_timeout_s)
+            if text is not None:
+                self._lost(a, "hang", text)
 
     def _check_start(self, a: _Actor, now: float) -> None:
         """An actor not started in ``start_timeout_s``: a fault when no node can ever host it
@@ -444,23 +437,3 @@ class RayPool:
             self.stop_actor(actor_id)
         self.book.restart_at = []
         self.session.close()
-
-
-def describe_ray_error(exc: BaseException) -> tuple[str, str]:
-    """(fault kind, one-line text) of an exception from a remote actor's call: the env's own
-    error (``raise``, ``nan``, ``hang`` for a ``TimeoutError``) or the actor's death
-    (``exit``: killed, crashed, or its node left the cluster)."""
-    import ray.exceptions as rex
-
-    if isinstance(exc, rex.RayTaskError):
-        cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-        kind = fault_kind(cause)
-        return kind, f"{type(cause).__name__}: {_first_line(str(cause))}"
-    if isinstance(exc, rex.RayActorError | rex.ObjectLostError | rex.WorkerCrashedError):
-        return "exit", "the actor process died (killed, or crashed): " + _first_line(str(exc))
-    return "exit", f"{type(exc).__name__}: {_first_line(str(exc))}"
-
-
-def _first_line(text: str, limit: int = 300) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
