@@ -258,6 +258,11 @@ def main() -> None:
         help=f"compare joint-run settings side by side, e.g. sum,pcgrad,moore ({', '.join(ARMS)})",
     )
     ap.add_argument("--seeds", help="with --arms: comma-separated seeds (default: --seed)")
+    ap.add_argument(
+        "--name",
+        default="multitask_vs_single_arms",
+        help="with --arms: result name (two calls with their own seeds can run side by side)",
+    )
     args = ap.parse_args()
     SETTINGS["seed"] = args.seed
     tasks = [t for t in TASKS if not args.only or t[0] in args.only]
@@ -270,7 +275,7 @@ def main() -> None:
         payload = {"machine": machine(), "settings": {**SETTINGS, "arms": arms, "seeds": seeds}}
         payload.update(compare_arms(tasks, arms, seeds, args.max_seconds))
         if not args.no_write:
-            print(f"wrote {write_result('multitask_vs_single_arms', payload)}")
+            print(f"wrote {write_result(args.name, payload)}")
         return
     info = machine()
     joint = run(tasks, args.max_seconds, "joint")
