@@ -20,6 +20,9 @@ Usage::
     .venv/bin/python benchmarks/peers/sac_sample_efficiency.py [--seeds 3] [--sides sb3,sac,impala]
     .venv/bin/python benchmarks/peers/sac_sample_efficiency.py --env HalfCheetah-v5 ...
     .venv/bin/python benchmarks/peers/sac_sample_efficiency.py --env heat1d ...  # scisim/heat1d
+    # two calls side by side, one core each, then one result from both:
+    ... --first-seed 0 --seeds 1 --name part_a &  ... --first-seed 1 --seeds 1 --name part_b
+    .venv/bin/python benchmarks/peers/sac_sample_efficiency.py --merge part_a part_b --name NAME
 
 Writes ``docs/results/peers_sac_sample_efficiency[_halfcheetah|_heat1d].json``. The issue's targets:
 mtrl SAC's median env steps to the target at most 1/5 of IMPALA's and no more than SB3 SAC's,
@@ -45,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _common import machine, write_result  # noqa: E402
+from _common import RESULTS, machine, write_result  # noqa: E402
 from sample_efficiency import _fmt, spread  # noqa: E402
 from venvs import ensure, python_of  # noqa: E402
 
@@ -195,7 +198,16 @@ def main() -> None:
         help="result name (default peers_sac_sample_efficiency, with _<env> for other envs "
         "than InvertedPendulum): lets two calls run their sides side by side, one core each",
     )
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="NAME",
+        help="instead of running: merge these results (of calls with --name) into --name's",
+    )
     a = ap.parse_args()
+    if a.merge:
+        merge(a.merge, a.name or default_name(a.env))
+        return
     env = ENVS[a.env]
     sides = [s.strip() for s in a.sides.split(",") if s.strip()]
     if "sb3" in sides:
@@ -227,8 +239,22 @@ def main() -> None:
                 )
                 print(f"{side} seed {seed}: {got}; greedy {r.get('greedy')} {r.get('error', '')}")
     out["total_wall_s"] = time.perf_counter() - t0
+    report(out)
+    if not a.no_write:
+        print(f"written to {write_result(a.name or default_name(a.env), out)}")
+
+
+def default_name(env: str) -> str:
+    """The result's name: ``peers_sac_sample_efficiency``, with ``_<env>`` but for
+    InvertedPendulum."""
+    suffix = "" if env == "InvertedPendulum-v5" else f"_{env.split('-')[0].lower()}"
+    return "peers_sac_sample_efficiency" + suffix
+
+
+def report(out: dict[str, Any]) -> None:
+    """Summarise ``out["runs"]`` per side into ``out["summary"]`` and print the table."""
     out["summary"] = {s: summarise(v) for s, v in out["runs"].items()}
-    print(f"\n{env.gym_id}, target {env.target:g}")
+    print(f"\n{out['env']}, target {out['target']:g}")
     print("| side | reached | env steps to target | seconds to target | greedy return |")
     print("|---|---:|---|---|---|")
     for side, s in out["summary"].items():
@@ -238,11 +264,26 @@ def main() -> None:
             f"{_fmt(s['seconds_to_target'], f='.0f')} s | {_fmt(s['greedy'], f='.0f')} |"
         )
     print(f"{out['total_wall_s']:.0f} s in all")
-    if not a.no_write:
-        name = a.name or "peers_sac_sample_efficiency" + (
-            "" if a.env == "InvertedPendulum-v5" else f"_{a.env.split('-')[0].lower()}"
-        )
-        print(f"written to {write_result(name, out)}")
+
+
+def merge(names: list[str], into: str) -> None:
+    """One result from the calls that split the seeds or sides (``--name``), run side by side:
+    their runs per side, seed order, summarised again; ``total_wall_s`` is the longest call's."""
+    parts = [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+    envs = {p["env"] for p in parts}
+    if len(envs) != 1:
+        raise SystemExit(f"--merge: the results are of different envs: {sorted(envs)}")
+    out = {k: v for k, v in parts[0].items() if k not in ("runs", "summary", "total_wall_s")}
+    out["merged_from"] = names
+    out["total_wall_s"] = max(p["total_wall_s"] for p in parts)
+    out["runs"] = {}
+    for p in parts:
+        for side, runs in p["runs"].items():
+            out["runs"].setdefault(side, []).extend(runs)
+    for runs in out["runs"].values():
+        runs.sort(key=lambda r: r["seed"])
+    report(out)
+    print(f"written to {write_result(into, out)}")
 
 
 if __name__ == "__main__":
