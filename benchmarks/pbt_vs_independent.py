@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/pbt_vs_independent.py [--repeats 2] [--population 4] \\
         [--total-env-steps N] [--interval-env-steps 100000] [--metric target] \\
-        [--out-dir docs/results] [--work-dir /tmp/pbt_vs_independent_XXXX]
-    # writes docs/results/pbt_vs_independent.json; runs and logs stay in the work dir
+        [--out-dir docs/results] [--work-dir /tmp/pbt_vs_independent_XXXX] \
+        [--first-repeat R] [--name pbt_vs_independent]
+    # writes docs/results/<name>.json; runs and logs stay in the work dir
 
 Each repeat trains two arms of ``--population`` N runs of ``configs/quickstart.yaml``, one arm
 after the other (which goes first alternates between repeats):
@@ -282,6 +283,14 @@ def analyse_arm(setup: Setup, arm: Arm, found: list[tuple[str, Path, Any]]) -> N
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=2, help="repeats of both arms (2)")
+    ap.add_argument(
+        "--first-repeat",
+        type=int,
+        default=0,
+        help="number the repeats from here (0): its seeds and arm order, so a later call "
+        "adds repeats unlike the earlier ones",
+    )
+    ap.add_argument("--name", default="pbt_vs_independent", help="result name")
     ap.add_argument("--population", type=int, default=4, help="runs per arm (4)")
     ap.add_argument("--total-env-steps", type=int, help="per run (default: the quickstart's)")
     ap.add_argument("--interval-env-steps", type=int, default=100_000, help="PBT interval (100000)")
@@ -308,8 +317,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.repeats < 1 or args.population < 2:
-        print("error: --repeats >= 1 and --population >= 2", file=sys.stderr)
+    if args.repeats < 1 or args.population < 2 or args.first_repeat < 0:
+        print("error: --repeats >= 1, --population >= 2, --first-repeat >= 0", file=sys.stderr)
         return 2
     if not can_unshare():
         print("warning: no private network namespace here; Ray runs on the host's network")
@@ -346,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     info, t_bench = machine(), time.perf_counter()
     repeats = []
-    for r in range(args.repeats):
+    for r in range(args.first_repeat, args.first_repeat + args.repeats):
         order = list(ARMS) if r % 2 == 0 else list(reversed(ARMS))
         arms = {
             "pbt": Arm("pbt", [100 * (r + 1)] * n, work / f"r{r}" / "pbt"),
@@ -400,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
         "machine": info,
     }
-    print(f"wrote {write_result('pbt_vs_independent', payload, args.out_dir)}; runs in {work}")
+    print(f"wrote {write_result(args.name, payload, args.out_dir)}; runs in {work}")
     failed = any(arm["errors"] for rep in repeats for arm in rep["arms"].values())
     return 1 if failed else 0
 
