@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/pbt_vs_independent.py [--repeats 2] [--population 4] \\
         [--total-env-steps N] [--interval-env-steps 100000] [--metric target] \\
-        [--out-dir docs/results] [--work-dir /tmp/pbt_vs_independent_XXXX] \
+        [--out-dir docs/results] [--work-dir /tmp/pbt_vs_independent_XXXX] \\
         [--first-repeat R] [--name pbt_vs_independent]
     # writes docs/results/<name>.json; runs and logs stay in the work dir
 

@@ -206,7 +206,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     if a.merge:
-        merge(a.merge, a.name or default_name(a.env))
+        merge(a.merge, a.name)
         return
     env = ENVS[a.env]
     sides = [s.strip() for s in a.sides.split(",") if s.strip()]
@@ -266,13 +266,16 @@ def report(out: dict[str, Any]) -> None:
     print(f"{out['total_wall_s']:.0f} s in all")
 
 
-def merge(names: list[str], into: str) -> None:
+def merge(names: list[str], into: str | None) -> None:
     """One result from the calls that split the seeds or sides (``--name``), run side by side:
-    their runs per side, seed order, summarised again; ``total_wall_s`` is the longest call's."""
+    their runs per side, seed order, summarised again; ``total_wall_s`` is the longest call's.
+    Written as ``into``, or as the results' env's default name."""
     parts = [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
     envs = {p["env"] for p in parts}
     if len(envs) != 1:
         raise SystemExit(f"--merge: the results are of different envs: {sorted(envs)}")
+    if into is None:
+        into = default_name(next(k for k, e in ENVS.items() if e.gym_id in envs))
     out = {k: v for k, v in parts[0].items() if k not in ("runs", "summary", "total_wall_s")}
     out["merged_from"] = names
     out["total_wall_s"] = max(p["total_wall_s"] for p in parts)

@@ -364,7 +364,7 @@ class RayPool:
                 continue
             # Calls run one after another: the oldest began when the previous one finished.
             began = max(a.inflight[0][1], a.last_done or 0.0)
-            text = overdue_unroll(now - began, list(a.walls), fp.step_timeout_s)
+            text = overdue_unroll(now - began, a.walls, fp.step_timeout_s)
             if text is not None:
                 self._lost(a, "hang", text)
 
