@@ -111,7 +111,20 @@ ARMS: dict[str, dict[str, str]] = {
     "moore": {"mixture": "moore"},
     # soft modularization routes between layers: two of the torso's width
     "soft_modular": {"mixture": "soft_modular", "torso": "[64, 64]"},
+    # The scheduler's `progress` policy in serial mode: turns move from solved tasks to the
+    # ones still short of their targets (each keeps a quarter of its equal share).
+    "sum+progress": {"policy": "progress"},
+    "cagrad+progress": {"gradients": "cagrad", "policy": "progress"},
+    "soft_modular+progress": {
+        "mixture": "soft_modular",
+        "torso": "[64, 64]",
+        "policy": "progress",
+    },
 }
+
+#: The scheduler's settings for an arm with a policy: decisions every 5 s (a joint run here
+#: lasts 1-3 minutes), each task warm after its first 5 s.
+SCHEDULER = "{{policy: {policy}, rebalance_every_s: 5, warmup_s: 5}}"
 
 
 def make_config(
@@ -134,6 +147,7 @@ def make_config(
         )
     lines += [
         f"actors: {{mode: {s['actors']}}}",
+        f"scheduler: {SCHEDULER.format(policy=ARMS[arm].get('policy', 'fixed'))}",
         "learner:",
         f"  unroll_length: {s['unroll_length']}",
         f"  batch_size: {s['num_envs'] * len(tasks)}",

@@ -1,6 +1,7 @@
 """What an actor pool is to the trainer: the :class:`ActorPool` protocol, and the parts only
-some pools have — actors per task that the scheduler can change (:class:`ScalablePool`) and a
-budget that follows a cluster's nodes (:class:`ClusterPool`).
+some pools have — actors per task that the scheduler can change (:class:`ScalablePool`), turns
+in one thread in proportion to its data shares (:class:`TurnTakingPool`) and a budget that
+follows a cluster's nodes (:class:`ClusterPool`).
 
 Every pool (:class:`~mtrl.actors.serial_pool.SerialPool`,
 :class:`~mtrl.actors.pool.ParallelPool`, :class:`~mtrl.actors.ray_pool.RayPool`,
@@ -71,6 +72,16 @@ class ScalablePool(ActorPool, Protocol):
 
     def set_actors(self, counts: list[int]) -> None:
         """Start or stop actors so that task ``i`` has ``counts[i]`` (quarantined: none)."""
+        ...
+
+
+@runtime_checkable
+class TurnTakingPool(ActorPool, Protocol):
+    """A pool that meets the scheduler's data shares by turns in one thread (the serial pool),
+    having no actors to move."""
+
+    def set_data_shares(self, shares: list[float | None]) -> None:
+        """Step task ``i`` in proportion to ``shares[i]`` of the samples (None: no target)."""
         ...
 
 

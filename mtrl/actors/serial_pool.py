@@ -3,13 +3,16 @@ learner's own model (debugging, tests, and often the fastest choice on one or tw
 
 Same contract as :class:`~mtrl.actors.pool.ParallelPool` — ``get()`` ready unrolls, learn from
 them, ``release()`` them, ``publish()`` the new weights — but nothing runs concurrently, and
-an env error propagates with its traceback instead of counting as a fault.
+an env error propagates with its traceback instead of counting as a fault. With no actors to
+move, a scheduler's target data shares become turns (:mod:`mtrl.actors.turns`): a solved task
+can step less often, a lagging one more, in the one thread.
 """
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
 from mtrl.actors import protocol as P
@@ -20,12 +23,14 @@ from mtrl.actors.occupancy import ActorOccupancy
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.runner import SerialActor
 from mtrl.actors.server import ActorEvent, ReadyUnroll
+from mtrl.actors.turns import take_turns, turn_rates
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.plugins import BatchEnv
 
 
 class SerialPool:
-    """Every task's env stepped in this thread, one unroll per task per :meth:`get`."""
+    """Every task's env stepped in this thread: per :meth:`get` as many unrolls as it has
+    tasks, one each unless :meth:`set_data_shares` gave the tasks other shares."""
 
     mode = "serial"
 
@@ -47,6 +52,18 @@ class SerialPool:
         ]
         self.faults = [TaskFaults() for _ in tasks]
         self._owner: dict[int, SerialActor] = {}
+        self._rates = np.ones(len(self.actors))  # turns per round, per actor
+        self._credit = np.zeros(len(self.actors))
+
+    def set_data_shares(self, shares: list[float | None]) -> None:
+        """Target shares of the learner's samples per task (config order; None: no target);
+        from the next :meth:`get` on, each task steps in proportion (turns, not actors)."""
+        if len(shares) != len(self.tasks):
+            raise ValueError(f"{len(shares)} shares for {len(self.tasks)} tasks")
+        self._rates = turn_rates(
+            [shares[a.task] for a in self.actors],
+            [a.unroll_length * a.stepper.env.num_envs for a in self.actors],
+        )
 
     def actors_per_task(self) -> list[int]:
         return [int(t is not None) for t in self.tasks]
@@ -60,7 +77,9 @@ class SerialPool:
 
     def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:
         out = []
-        for a in self.actors:
+        turns, self._credit = take_turns(self._credit, self._rates, len(self.actors))
+        for k in turns:
+            a = self.actors[k]
             s = a.stepper
             env_s0, t0 = s.env_seconds, time.perf_counter()
             buf = a.collect(self._act)

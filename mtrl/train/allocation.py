@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool
+from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool, TurnTakingPool
 from mtrl.errors import UserError
 from mtrl.scheduler import Rebalancer
 from mtrl.train.unroll_queue import UnrollQueue
 
-__all__ = ["observe_faults", "rebalance", "set_share_targets"]
+__all__ = ["apply_initial", "observe_faults", "rebalance", "set_share_targets"]
 
 
 def observe_faults(pool: ActorPool, rebalancer: Rebalancer, names: Sequence[str]) -> None:
@@ -49,10 +49,29 @@ def set_share_targets(pool: ActorPool, queue: UnrollQueue, shares: Sequence[floa
     queue.set_targets([s if actors[i] > 0 else None for i, s in enumerate(shares)])
 
 
+def apply_initial(pool: ActorPool, rebalancer: Rebalancer, queue: UnrollQueue) -> None:
+    """The scheduler's first decision (its warm-up split), before any actor runs."""
+    if isinstance(pool, ScalablePool):
+        first = rebalancer.initial()
+        pool.set_actors(first.counts)
+        set_share_targets(pool, queue, first.shares)
+    elif isinstance(pool, TurnTakingPool):
+        first = rebalancer.initial()
+        pool.set_data_shares(first.shares)
+        set_share_targets(pool, queue, first.shares)
+
+
 def rebalance(
     pool: ActorPool, rebalancer: Rebalancer, queue: UnrollQueue, names: Sequence[str]
 ) -> None:
-    """Apply the scheduler's decision when one is due (parallel pools only)."""
+    """Apply the scheduler's decision when one is due: actors moved (parallel pools) or turns
+    re-weighted (the serial pool); the share gate's targets either way."""
+    if isinstance(pool, TurnTakingPool):
+        decision = rebalancer.decide(pool.actors_per_task())
+        if decision is not None:
+            pool.set_data_shares(decision.shares)
+            set_share_targets(pool, queue, decision.shares)
+        return
     if not isinstance(pool, ScalablePool):
         return
     slots = pool.budget_slots() if isinstance(pool, ClusterPool) else None

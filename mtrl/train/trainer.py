@@ -21,7 +21,7 @@ import torch
 
 from mtrl.actors.factory import make_pool
 from mtrl.actors.pool import TaskSetup
-from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool
+from mtrl.actors.pool_protocol import ActorPool, ClusterPool
 from mtrl.actors.protocol import UnrollInfo
 from mtrl.actors.server import ReadyUnroll
 from mtrl.algorithms import make_learner
@@ -38,7 +38,7 @@ from mtrl.scheduler import Rebalancer
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train import run_state
-from mtrl.train.allocation import observe_faults, rebalance, set_share_targets
+from mtrl.train.allocation import apply_initial, observe_faults, rebalance
 from mtrl.train.final_eval import FinalEval, final_eval
 from mtrl.train.liveness import Liveness
 from mtrl.train.preflight import check_memory
@@ -145,10 +145,7 @@ class Trainer:
                     env.close()
                     envs[i] = None
             pool = self.pool = make_pool(cfg, actor_tasks, envs, self.model)
-            if isinstance(pool, ScalablePool):  # the serial pool runs each task once
-                first = self.rebalancer.initial()
-                pool.set_actors(first.counts)
-                set_share_targets(pool, self.queue, first.shares)
+            apply_initial(pool, self.rebalancer, self.queue)
             # Last: a tracker that cannot start (TensorBoard asked for, not installed) stops
             # the run here, and the envs, actors and run directory above are let go.
             self.tracker = make_sinks(
