@@ -163,6 +163,10 @@ def test_actor_counts_follow_the_scheduler() -> None:
     assert me.actor_counts(adaptive, [1, 100]) == [1, 4]  # the spare actors where they cost most
     serial = _cfg(tasks=tasks, actors={"mode": "serial"})
     assert me.actor_counts(serial, [1, 1]) == [1, 1]
+    assert me.serial_buffers(serial) == me.SERIAL_BUFFERS  # one turn per task and round
+    three = [*tasks, {"env": "a/b", "name": "z"}]
+    by_share = _cfg(tasks=three, actors={"mode": "serial"}, scheduler={"policy": "progress"})
+    assert me.serial_buffers(by_share) == 4  # one task may take a round's three turns
     anakin = _cfg(tasks=[tasks[0], {**tasks[1], "anakin": True}])
     assert me.actor_counts(anakin, [1, 1]) == [2, 0]
 

@@ -34,7 +34,8 @@ STEP_BYTES = 4 + 4 + 3
 """Per step and env copy, besides observation and action: behaviour log-prob and reward
 (float32), terminated, truncated and valid (bool); see :func:`mtrl.actors.unroll.unroll_fields`."""
 SERIAL_BUFFERS = 2
-"""Unroll buffers a serial actor has in use: the one it fills and the one the learner reads."""
+"""Unroll buffers a serial actor has in use: the one it fills and the one the learner reads
+(each task steps once a round; see :func:`serial_buffers` for a policy with data shares)."""
 ENV_OBS_COPIES = 2
 """Observation buffers a batch env keeps per copy (its own and the one it returns)."""
 ACTOR_PROCESS_BYTES = 256 * 2**20
@@ -191,12 +192,21 @@ def actor_counts(cfg: ExperimentConfig, per_actor: Sequence[int]) -> list[int]:
     return counts
 
 
+def serial_buffers(cfg: ExperimentConfig) -> int:
+    """Unroll buffers a serial actor may have in use. Under a policy that sets data shares the
+    serial pool hands out turns by share (:mod:`mtrl.actors.turns`), and one task can take
+    every turn of a round (as many as there are tasks) while the learner reads the last."""
+    if cfg.scheduler.policy == "fixed":
+        return SERIAL_BUFFERS
+    return max(SERIAL_BUFFERS, len(cfg.tasks) + 1)
+
+
 def estimate(cfg: ExperimentConfig, sizes: Sequence[TaskSizes], on_device: bool) -> list[Part]:
     """Every large allocation of a run of ``cfg`` whose tasks have ``sizes``; ``on_device``:
     the learner's memory is not the host's (CUDA, XLA, MPS)."""
     lc, mode = cfg.learner, cfg.actors.mode
     T, tasks = lc.unroll_length, cfg.tasks
-    slots = SERIAL_BUFFERS if mode == "serial" else cfg.actors.slots_per_actor
+    slots = serial_buffers(cfg) if mode == "serial" else cfg.actors.slots_per_actor
     core_params, state = core_sizes(lc.model)
     unrolls = [
         unroll_bytes(T, t.num_envs, s.obs_bytes, s.action_bytes) + 4 * state * t.num_envs
