@@ -120,11 +120,13 @@ ARMS: dict[str, dict[str, str]] = {
         "torso": "[64, 64]",
         "policy": "progress",
     },
+    # ... with a solved task kept at a tenth of its equal share (the default floor: a quarter)
+    "cagrad+progress0.1": {"gradients": "cagrad", "policy": "progress", "floor": "0.1"},
 }
 
 #: The scheduler's settings for an arm with a policy: decisions every 5 s (a joint run here
 #: lasts 1-3 minutes), each task warm after its first 5 s.
-SCHEDULER = "{{policy: {policy}, rebalance_every_s: 5, warmup_s: 5}}"
+SCHEDULER = "{{policy: {policy}, rebalance_every_s: 5, warmup_s: 5, progress_floor: {floor}}}"
 
 
 def make_config(
@@ -147,7 +149,10 @@ def make_config(
         )
     lines += [
         f"actors: {{mode: {s['actors']}}}",
-        f"scheduler: {SCHEDULER.format(policy=ARMS[arm].get('policy', 'fixed'))}",
+        "scheduler: "
+        + SCHEDULER.format(
+            policy=ARMS[arm].get("policy", "fixed"), floor=ARMS[arm].get("floor", "0.25")
+        ),
         "learner:",
         f"  unroll_length: {s['unroll_length']}",
         f"  batch_size: {s['num_envs'] * len(tasks)}",

@@ -13,14 +13,18 @@ and seed of ``--seeds``, interleaved (seed-major), it records:
   gradients or states, rendezvous, joint decisions);
 - ``updates_per_s`` of rank 0 over its training time, and the final greedy returns.
 
-``--straggler F``: also runs, at the first link and N = 2, ``allreduce`` and ``async`` with
-the last replica held to 1/F of the CPU it would get (:class:`mtrl.testing.cpu_limit.CpuLimit`)
-and without, and reports the fast replica's updates/s slowed over unslowed.
+``--straggler F``: also runs, at the first link and N = 2, ``allreduce`` and ``async`` twice:
+each replica held to its own half of the machine's cores (:class:`mtrl.testing.cpu_limit.
+CpuLimit`, so the fast replica cannot use what the slowed one leaves), then the same with the
+last replica held to 1/F of its half; it reports the fast replica's updates/s slowed over
+unslowed. ``--straggler-steps`` shortens those runs (updates/s is a rate: the budget only
+sets how long it is averaged over).
 
 Usage: ``python benchmarks/slow_sync.py [--config configs/quickstart.yaml] [--modes
 allreduce,local_sgd,diloco,async] [--links 0.1:10000,20:100] [--replicas 2,4] [--seeds 0,1,2]
-[--sync-every 50] [--straggler 3] [--results-dir DIR]``. Needs root (namespaces, tc, TUN).
-Writes ``slow_sync.json``. Measures speed: run it alone.
+[--sync-every 50] [--straggler 3] [--straggler-steps N] [--results-dir DIR]`` (``--seeds ''``:
+the straggler runs only). Needs root (namespaces, tc, TUN, cgroups). Writes ``slow_sync.json``.
+Measures speed: run it alone.
 """
 
 from __future__ import annotations
@@ -72,18 +76,17 @@ def run_config(base: dict[str, Any], mode: str, every: int, seed: int, out: Path
 
 
 def train(
-    net: SlowNetwork, cfg: Path, straggler: float | None = None, timeout: float = 3600
+    net: SlowNetwork, cfg: Path, cores: list[float] | None = None, timeout: float = 3600
 ) -> dict[str, Any]:
-    """One run over ``net``; with ``straggler``, the last host's replica is held to that many
-    cores. Returns its figures."""
+    """One run over ``net``; with ``cores``, host ``i``'s replica (and its actors) is held to
+    ``cores[i]`` CPU cores. Returns its figures."""
     before = [net.tx_bytes(i) for i in range(net.hosts)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
     cmds = net.torchrun(["-m", "mtrl.cli", "train", str(cfg)])
-    limit = CpuLimit(straggler) if straggler is not None else contextlib.nullcontext()
     started = time.perf_counter()
-    with limit:
-        if straggler is not None:
-            cmds[-1] = limit.wrap(cmds[-1])  # type: ignore[union-attr]
+    with contextlib.ExitStack() as stack:
+        for i, c in enumerate(cores or []):
+            cmds[i] = stack.enter_context(CpuLimit(c)).wrap(cmds[i])
         logs = [cfg.parent / f"host{i}.log" for i in range(net.hosts)]
         procs = [
             subprocess.Popen(c, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT)
@@ -133,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sync-every", type=int, default=50)
     parser.add_argument("--straggler", type=float, default=0.0, help="slowdown; 0: none")
+    parser.add_argument(
+        "--straggler-steps", type=int, default=0, help="env steps of the straggler runs"
+    )
     parser.add_argument("--timeout-s", type=float, default=3600)
     parser.add_argument("--results-dir", default=None)
     args = parser.parse_args(argv)
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     links = [parse_link(x) for x in args.links.split(",")]
     counts = [int(x) for x in args.replicas.split(",")]
-    seeds = [int(x) for x in args.seeds.split(",")]
+    seeds = [int(x) for x in args.seeds.split(",") if x]
     rows: list[dict[str, Any]] = []
     doc: dict[str, Any] = {"machine": machine(), "args": vars(args), "rows": rows}
     for seed in seeds:
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         write_result("slow_sync", doc, args.results_dir)
     if args.straggler > 0:
-        doc["straggler"] = straggler_rows(base, args, links[0], modes, rows)
+        doc["straggler"] = straggler_rows(base, args, links[0], modes)
     path = write_result("slow_sync", doc, args.results_dir)
     print(f"wrote {path}")
     return 0
@@ -172,27 +178,20 @@ def straggler_rows(
     args: argparse.Namespace,
     link: Link,
     modes: list[str],
-    rows: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """Rank 0's updates/s with the last replica held to 1/F of a core and without (the
-    unslowed run of ``rows`` when it has one: same mode, link, two replicas, seed 0)."""
+    """Rank 0's updates/s with the last replica held to 1/F of its half of the cores and
+    without, every replica held to its half either way (seed 0, two replicas, ``link``)."""
     out = []
-    cores = (os.cpu_count() or 1) / 2  # what each of two replicas gets, unslowed
+    half = (os.cpu_count() or 1) / 2  # each of the two replicas' own share of the cores
+    if args.straggler_steps:
+        base = {**base, "total_env_steps": args.straggler_steps}
     for mode in [m for m in ("allreduce", "async") if m in modes]:
         figures = {}
         for slowed in (False, True):
-            done = [
-                r
-                for r in rows
-                if (r["mode"], r["link"], r["replicas"], r["seed"]) == (mode, str(link), 2, 0)
-            ]
-            if done and not slowed:
-                figures[slowed] = done[0]
-                continue
             with SlowNetwork(2, link) as net, tempfile.TemporaryDirectory() as tmp:
                 cfg = run_config(base, mode, args.sync_every, 0, Path(tmp))
-                limit = cores / args.straggler if slowed else None
-                figures[slowed] = train(net, cfg, straggler=limit, timeout=args.timeout_s)
+                cores = [half, half / args.straggler if slowed else half]
+                figures[slowed] = train(net, cfg, cores=cores, timeout=args.timeout_s)
         ratio = figures[True]["updates_per_s"] / figures[False]["updates_per_s"]
         out.append({"mode": mode, "link": str(link), "slowdown": args.straggler,
                     "unslowed": figures[False], "slowed": figures[True],
