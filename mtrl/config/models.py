@@ -95,7 +95,8 @@ class SchedulerConfig(ConfigModel):
     """Allocation policy by name (``mtrl plugins`` lists those of installed plugins).
     ``fixed``: proportional to task weights; ``balanced``: actors so that each task's share of
     learner samples matches its weight whatever its step cost; ``progress``: more actors to
-    tasks learning fastest or furthest from target, with a floor."""
+    tasks learning fastest or furthest from target, with a floor. In ``actors.mode: serial``
+    the policy's data shares become turns in the one thread instead of actors."""
     num_actors: PositiveInt = 2
     """Actor workers in total (a budget shared by all tasks)."""
     min_actors_per_task: int = Field(default=1, ge=0)
