@@ -51,6 +51,8 @@ def take_turns(credit: np.ndarray, rates: np.ndarray, n: int) -> tuple[list[int]
     rates = np.asarray(rates, dtype=float)
     if credit.shape != rates.shape:
         raise ValueError(f"credit {credit.shape} and rates {rates.shape} differ")
+    if n == 0:  # nothing to hand out (a pool without tasks of its own: Anakin, other ranks')
+        return [], credit
     total = float(rates.sum())
     if total <= 0:
         raise ValueError("no task has a turn: every rate is 0")

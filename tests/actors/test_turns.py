@@ -61,6 +61,7 @@ def test_rates_count_samples_not_unrolls() -> None:
         turn_rates([0.5, 0.5], [8, 8, 8])
     with pytest.raises(ValueError, match="every rate is 0"):
         take_turns(np.zeros(2), np.zeros(2), 1)
+    assert take_turns(np.zeros(0), turn_rates([], []), 0)[0] == []  # a pool with no tasks
 
 
 def test_the_serial_pool_steps_tasks_in_proportion_to_their_shares() -> None:
