@@ -51,14 +51,14 @@ def set_share_targets(pool: ActorPool, queue: UnrollQueue, shares: Sequence[floa
 
 def apply_initial(pool: ActorPool, rebalancer: Rebalancer, queue: UnrollQueue) -> None:
     """The scheduler's first decision (its warm-up split), before any actor runs."""
+    if not isinstance(pool, ScalablePool | TurnTakingPool):
+        return
+    first = rebalancer.initial()
     if isinstance(pool, ScalablePool):
-        first = rebalancer.initial()
         pool.set_actors(first.counts)
-        set_share_targets(pool, queue, first.shares)
-    elif isinstance(pool, TurnTakingPool):
-        first = rebalancer.initial()
+    else:
         pool.set_data_shares(first.shares)
-        set_share_targets(pool, queue, first.shares)
+    set_share_targets(pool, queue, first.shares)
 
 
 def rebalance(
