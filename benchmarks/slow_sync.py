@@ -22,8 +22,10 @@ sets how long it is averaged over).
 
 Usage: ``python benchmarks/slow_sync.py [--config configs/quickstart.yaml] [--modes
 allreduce,local_sgd,diloco,async] [--links 0.1:10000,20:100] [--replicas 2,4] [--seeds 0,1,2]
-[--sync-every 50] [--straggler 3] [--straggler-steps N] [--results-dir DIR]`` (``--seeds ''``:
-the straggler runs only). Needs root (namespaces, tc, TUN, cgroups). Writes ``slow_sync.json``.
+[--sync-every 50] [--set PATH=VALUE ...] [--straggler 3] [--straggler-steps N] [--results-dir
+DIR]`` (``--seeds ''``: the straggler runs only; ``--set`` as in ``benchmarks/learning.py``, e.g.
+``--set learner.parallel.outer_momentum=0.5``, applies to every run and is kept in the JSON).
+Needs root (namespaces, tc, TUN, cgroups). Writes ``slow_sync.json``.
 Measures speed: run it alone.
 """
 
@@ -44,6 +46,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
+from learning_stats import apply_overrides
 
 from mtrl.testing.cpu_limit import CpuLimit
 from mtrl.testing.slow_links import Link, SlowNetwork
@@ -135,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", default="2,4")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sync-every", type=int, default=50)
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+        help="a config override for every run (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--straggler", type=float, default=0.0, help="slowdown; 0: none")
     parser.add_argument(
         "--straggler-steps", type=int, default=0, help="env steps of the straggler runs"
@@ -142,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=3600)
     parser.add_argument("--results-dir", default=None)
     args = parser.parse_args(argv)
-    base = yaml.safe_load(Path(args.config).read_text())
+    base = apply_overrides(yaml.safe_load(Path(args.config).read_text()), args.overrides)
     modes = args.modes.split(",")
     links = [parse_link(x) for x in args.links.split(",")]
     counts = [int(x) for x in args.replicas.split(",")]
