@@ -21,10 +21,12 @@ unslowed. ``--straggler-steps`` shortens those runs (updates/s is a rate: the bu
 sets how long it is averaged over).
 
 Usage: ``python benchmarks/slow_sync.py [--config configs/quickstart.yaml] [--modes
-allreduce,local_sgd,diloco,async] [--links 0.1:10000,20:100] [--replicas 2,4] [--seeds 0,1,2]
-[--sync-every 50] [--set PATH=VALUE ...] [--straggler 3] [--straggler-steps N] [--results-dir
-DIR]`` (``--seeds ''``: the straggler runs only; ``--set`` as in ``benchmarks/learning.py``, e.g.
-``--set learner.parallel.outer_momentum=0.5``, applies to every run and is kept in the JSON).
+allreduce,local_sgd,diloco,diloco:0.5:0.5,async] [--links 0.1:10000,20:100] [--replicas 2,4]
+[--seeds 0,1,2] [--sync-every 50] [--set PATH=VALUE ...] [--straggler 3] [--straggler-steps N]
+[--results-dir DIR]`` (``--seeds ''``: the straggler runs only). ``diloco:LR:MOMENTUM`` in
+``--modes`` is DiLoCo with that outer learning rate and Nesterov momentum, beside the other
+modes; ``--set`` (as in ``benchmarks/learning.py``, e.g. ``--set total_env_steps=300000``)
+applies to every run and is kept in the JSON.
 Needs root (namespaces, tc, TUN, cgroups). Writes ``slow_sync.json``.
 Measures speed: run it alone.
 """
@@ -59,15 +61,34 @@ def parse_link(text: str) -> Link:
     return Link(delay_ms=float(delay), rate_mbit=float(rate) if rate else None)
 
 
-def run_config(base: dict[str, Any], mode: str, every: int, seed: int, out: Path) -> Path:
-    """The config of one run: ``base`` with the sync mode, the seed, a stop at target and its
-    own run directory."""
+def parse_arm(text: str) -> tuple[str, dict[str, float]]:
+    """An entry of ``--modes``: a sync mode, or ``diloco:LR:MOMENTUM`` for DiLoCo with that outer
+    learning rate and Nesterov momentum. Returns the mode and its ``learner.parallel`` extras."""
+    mode, *outer = text.split(":")
+    if not outer:
+        return mode, {}
+    usage = f"--modes {text!r}: only diloco takes settings, as diloco:LR:MOMENTUM (numbers)"
+    if mode != "diloco" or len(outer) != 2:
+        raise ValueError(usage)
+    try:
+        lr, momentum = (float(x) for x in outer)
+    except ValueError:
+        raise ValueError(usage) from None
+    return mode, {"outer_learning_rate": lr, "outer_momentum": momentum}
+
+
+def run_config(base: dict[str, Any], arm: str, every: int, seed: int, out: Path) -> Path:
+    """The config of one run: ``base`` with the sync mode of ``arm`` (:func:`parse_arm`), the
+    seed, a stop at target and its own run directory."""
+    mode, extras = parse_arm(arm)
     cfg = json.loads(json.dumps(base))
     cfg["name"] = f"{mode}"
     cfg["seed"] = seed
     cfg["stop_at_target"] = True
     learner = cfg.setdefault("learner", {})
-    learner["parallel"] = {**learner.get("parallel", {}), "sync": mode, "sync_every": every}
+    learner["parallel"] = {
+        **learner.get("parallel", {}), "sync": mode, "sync_every": every, **extras
+    }  # fmt: skip
     tracking = cfg.setdefault("tracking", {})
     tracking["run_dir"] = str(out / "runs")
     tracking["console"] = "plain"
@@ -151,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = apply_overrides(yaml.safe_load(Path(args.config).read_text()), args.overrides)
     modes = args.modes.split(",")
+    for arm in modes:  # a bad entry is refused before any run
+        try:
+            parse_arm(arm)
+        except ValueError as e:
+            parser.error(str(e))
     links = [parse_link(x) for x in args.links.split(",")]
     counts = [int(x) for x in args.replicas.split(",")]
     seeds = [int(x) for x in args.seeds.split(",") if x]
@@ -160,14 +186,16 @@ def main(argv: list[str] | None = None) -> int:
         for link in links:
             for n in counts:
                 with SlowNetwork(n, link) as net:
-                    for mode in modes:
+                    for arm in modes:
                         with tempfile.TemporaryDirectory() as tmp:
-                            cfg = run_config(base, mode, args.sync_every, seed, Path(tmp))
+                            cfg = run_config(base, arm, args.sync_every, seed, Path(tmp))
                             row = train(net, cfg, timeout=args.timeout_s)
-                        row.update(mode=mode, link=str(link), replicas=n, seed=seed)
+                        mode, extras = parse_arm(arm)
+                        row.update(mode=mode, arm=arm, link=str(link), replicas=n, seed=seed)
+                        row.update(extras)
                         rows.append(row)
                         print(
-                            f"{link} N={n} {mode:9s} seed {seed}: {row['wall_s']:.0f} s, "
+                            f"{link} N={n} {arm:14s} seed {seed}: {row['wall_s']:.0f} s, "
                             f"reached {row['reached']}, {sum(row['tx_mb']) / n:.1f} MB/host, "
                             f"{row['updates_per_s']:.1f} updates/s",
                             flush=True,

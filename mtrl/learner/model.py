@@ -39,9 +39,9 @@ from mtrl.config.learner import ModelConfig
 from mtrl.learner import stacked
 from mtrl.learner.device import to_device
 from mtrl.learner.distributions import GaussianHead, PolicyDist, make_policy_head
-from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder, make_mlp
+from mtrl.learner.encoders import ACTION_MASK_KEY, make_encoder
 from mtrl.learner.recurrent import RecurrentCore, state_size
-from mtrl.learner.torsos import conditioned_torso
+from mtrl.learner.torsos import make_torso, shared_torso_parameters
 
 __all__ = ["MultiTaskModel", "TaskSpaces", "obs_to_tensor"]
 
@@ -112,15 +112,8 @@ class MultiTaskModel(nn.Module):
             heads.append(head)
             masked.append(has_mask)
         self.encoders = nn.ModuleList(encoders)
-        mix = cfg.torso_mixture
-        self.torso: nn.Module = (
-            make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)
-            if mix is None
-            else conditioned_torso(
-                cfg.encoder_dim, list(cfg.torso), cfg.activation, len(tasks), mix
-            )
-        )
-        self.conditioned = mix is not None
+        self.torso = make_torso(cfg, len(tasks))
+        self.conditioned = cfg.torso_mixture is not None
         """Whether the torso takes each row's task (:mod:`mtrl.learner.torsos`)."""
         self.policy_heads = nn.ModuleList(heads)
         self._masked = tuple(masked)
@@ -166,13 +159,10 @@ class MultiTaskModel(nn.Module):
         """Parameters every task's loss reaches: the torso's and a shared recurrent core's
         (the value head's rows are per task; encoders, heads, per-task cores and a
         conditioned torso's task embeddings are owned)."""
-        owned = (
-            {id(p) for p in self.torso.task_embedding.parameters()} if self.conditioned else set()
-        )
-        shared = [p for p in self.torso.parameters() if id(p) not in owned]
+        shared = shared_torso_parameters(self.torso)
         if self.core is not None:
-            shared += list(self.core.parameters())
-        return [p for p in shared if p.requires_grad]
+            shared += [p for p in self.core.parameters() if p.requires_grad]
+        return shared
 
     def _check_task(self, task: int) -> int:
         if not 0 <= task < self.num_tasks:

@@ -14,6 +14,10 @@ embedding weighs ``E`` expert MLPs:
   state and task decides, layer by layer, how much of each module's output feeds each module
   of the next layer (soft modularization, Yang et al. 2020, "Multi-Task Reinforcement Learning
   with Soft Modularization", NeurIPS 2020): :class:`SoftModularTorso`.
+
+:func:`make_torso` builds the torso a :class:`~mtrl.config.learner.ModelConfig` names, plain or
+conditioned, for every network that has one (the policy's model, SAC's critics), so the
+setting means the same wherever a torso is built.
 """
 
 from __future__ import annotations
@@ -24,11 +28,36 @@ import math
 import torch
 from torch import nn
 
+from mtrl.config.learner import ModelConfig
 from mtrl.config.multitask import TorsoMixtureConfig
 from mtrl.learner.encoders import activation as make_activation
 from mtrl.learner.encoders import make_mlp
 
-__all__ = ["MixtureTorso", "SoftModularTorso", "conditioned_torso", "orthonormal_columns"]
+__all__ = [
+    "MixtureTorso",
+    "SoftModularTorso",
+    "conditioned_torso",
+    "make_torso",
+    "orthonormal_columns",
+    "shared_torso_parameters",
+]
+
+
+def make_torso(cfg: ModelConfig, num_tasks: int) -> nn.Module:
+    """The torso of ``cfg`` on ``cfg.encoder_dim`` inputs: the plain MLP of ``cfg.torso``, or
+    with ``cfg.torso_mixture`` the task-conditioned one, called as ``torso(x, tasks)``."""
+    mix = cfg.torso_mixture
+    if mix is None:
+        return make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)
+    return conditioned_torso(cfg.encoder_dim, list(cfg.torso), cfg.activation, num_tasks, mix)
+
+
+def shared_torso_parameters(torso: nn.Module) -> list[nn.Parameter]:
+    """The parameters of ``torso`` that every task's loss reaches: all but a conditioned
+    torso's task embedding (each row of it belongs to one task), trainable ones only."""
+    embedding = getattr(torso, "task_embedding", None)
+    owned = {id(p) for p in embedding.parameters()} if embedding is not None else set()
+    return [p for p in torso.parameters() if id(p) not in owned and p.requires_grad]
 
 
 def conditioned_torso(

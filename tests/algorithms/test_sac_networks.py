@@ -12,6 +12,7 @@ from torch import nn
 
 from mtrl.algorithms.sac.networks import ActionJoin, CriticInput, MultiTaskCritic
 from mtrl.config.learner import ModelConfig
+from mtrl.config.multitask import TorsoMixtureConfig
 from mtrl.learner.encoders import VectorWithExtra, make_encoder
 
 VECTOR = spaces.Box(-1, 1, (5,), np.float32)
@@ -77,3 +78,38 @@ def test_a_vector_with_the_action_is_scaled_as_the_policy_encoder_scales_it() ->
     torch.testing.assert_close(joint(obs, torch.zeros(7, 0)), plain(obs))
     batched = joint(obs.reshape(7, 1, 2, 3), torch.zeros(7, 1, 0))
     assert batched.shape == (7, 1, 16)
+
+
+@pytest.mark.parametrize("kind", ["moe", "soft_modular"])
+def test_a_task_conditioned_torso_conditions_the_critic_on_each_rows_task(kind: str) -> None:
+    """``learner.model.torso_mixture`` is the critic's torso too (soft modularization
+    conditions the Q network as well as the policy): the same observation and action get a
+    different Q in another task's slot only through that task's embedding, and the
+    parameters combined across tasks leave the embedding out."""
+    cfg = ModelConfig(
+        encoder_dim=16,
+        torso=[16, 16],
+        torso_mixture=TorsoMixtureConfig(kind=kind, experts=3, task_embedding=4),
+    )
+    torch.manual_seed(0)
+    critic = MultiTaskCritic([BOX_ACT] * 3, [VECTOR] * 3, cfg, "input")
+    assert critic.conditioned
+    # Give every task the same encoder, so the tasks differ only in the torso's embedding.
+    for k in (1, 2):
+        critic.encoders[k].load_state_dict(critic.encoders[0].state_dict())
+        critic.heads[k].load_state_dict(critic.heads[0].state_dict())
+    obs, a = torch.rand(5, 5) * 2 - 1, torch.rand(5, 2) * 2 - 1
+    q0, q1, q2 = critic([CriticInput(k, obs, a) for k in range(3)])
+    assert not torch.allclose(q0, q1) and not torch.allclose(q1, q2)
+    with torch.no_grad():
+        critic.torso.task_embedding.weight[1] = critic.torso.task_embedding.weight[0]
+    q0, q1, _ = critic([CriticInput(k, obs, a) for k in range(3)])
+    torch.testing.assert_close(q0, q1)
+    q2.sum().backward()
+    grad = critic.torso.task_embedding.weight.grad
+    assert grad[2].abs().sum() > 0 and grad[0].abs().sum() == 0 and grad[1].abs().sum() == 0
+    shared = {id(p) for p in critic.shared_parameters()}
+    assert id(critic.torso.task_embedding.weight) not in shared
+    assert shared == {
+        id(p) for n, p in critic.torso.named_parameters() if not n.startswith("task_embedding")
+    }

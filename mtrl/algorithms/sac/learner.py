@@ -121,10 +121,12 @@ class SacLearner:
         self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, fused=True)
         # learner.multitask.gradients: the parameters every task's loss reaches, per optimiser.
         self.combining = cfg.multitask.gradients != "sum"
-        critic_torsos = [*self.critic.q1.torso.parameters(), *self.critic.q2.torso.parameters()]
         self.shared_of = {
             id(self.actor_opt): model.shared_parameters(),
-            id(self.critic_opt): [p for p in critic_torsos if p.requires_grad],
+            id(self.critic_opt): [
+                *self.critic.q1.shared_parameters(),
+                *self.critic.q2.shared_parameters(),
+            ],
         }
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, fused=True)
         self.replays = [self._replay(i) for i in range(k)]

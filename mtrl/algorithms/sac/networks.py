@@ -11,7 +11,9 @@ policy; the shared head's log-std is one learned constant). Its distribution is 
 bounds, done by the actors' existing code. ``Discrete`` tasks keep the shared categorical head.
 
 **Critics.** :class:`MultiTaskCritic` has its *own* per-task encoders and shared torso, built
-from the same :class:`~mtrl.config.learner.ModelConfig`, rather than sharing the policy's.
+from the same :class:`~mtrl.config.learner.ModelConfig` (a task-conditioned
+``torso_mixture`` too, as soft modularization conditions its Q network), rather than sharing
+the policy's.
 Sharing would let the critic's TD gradients and the policy's gradients pull one encoder in two
 directions at two step sizes (SAC-AE, Yarats et al. 2021, found the policy's gradient through
 a shared encoder hurts and detaches it); separate networks are SAC's own arrangement and the
@@ -43,11 +45,11 @@ from mtrl.learner.encoders import (
     VectorWithExtra,
     activation,
     make_encoder,
-    make_mlp,
     ortho_init,
     takes_extra_input,
 )
 from mtrl.learner.model import MultiTaskModel, Obs
+from mtrl.learner.torsos import make_torso, shared_torso_parameters
 
 __all__ = [
     "ActionJoin",
@@ -186,8 +188,15 @@ class MultiTaskCritic(nn.Module):
                 heads.append(ortho_init(nn.Linear(width, int(act_space.n)), gain=1.0))
         self.encoders = nn.ModuleList(encoders)
         self.joins = nn.ModuleList(joins)
-        self.torso = make_mlp(dim, cfg.torso, cfg.activation)
+        self.torso = make_torso(cfg, len(encoders))
+        self.conditioned = cfg.torso_mixture is not None
+        """Whether the torso takes each row's task (``learner.model.torso_mixture``)."""
         self.heads = nn.ModuleList(heads)
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        """The torso's parameters that every task's loss reaches (not a conditioned torso's
+        task embedding): what ``learner.multitask.gradients`` combines."""
+        return shared_torso_parameters(self.torso)
 
     def forward(self, inputs: Sequence[CriticInput]) -> list[torch.Tensor]:
         encoded = stacked.encode_many(
@@ -200,7 +209,15 @@ class MultiTaskCritic(nn.Module):
             if self.continuous[k] and not self.action_at_input[k]:
                 x = self.joins[k](x, part.action.reshape(x.shape[0], -1).to(x.dtype))
             xs.append(x)
-        h = self.torso(torch.cat(xs)).split([x.shape[0] for x in xs])
+        rows = [x.shape[0] for x in xs]
+        joined = torch.cat(xs)
+        if self.conditioned:
+            per_part = torch.tensor([p.task for p in inputs], device=joined.device)
+            tasks = per_part.repeat_interleave(torch.tensor(rows, device=joined.device))
+            h = self.torso(joined, tasks)
+        else:
+            h = self.torso(joined)
+        h = h.split(rows)
         qs = stacked.apply_many([self.heads[p.task] for p in inputs], h)
         return [
             q.squeeze(-1) if self.continuous[p.task] else q for p, q in zip(inputs, qs, strict=True)
