@@ -125,11 +125,15 @@ class ParallelConfig(ConfigModel):
     value heads in their unnormalised form. Only with ``model_parallel: none``."""
     sync_every: PositiveInt = 50
     """Updates between two synchronisations (H) of ``local_sgd``, ``diloco`` and ``async``."""
-    outer_learning_rate: PositiveFloat = 0.7
-    """``diloco``'s outer step size (the paper's 0.7; 1.0 with ``outer_momentum: 0`` is plain
-    parameter averaging)."""
-    outer_momentum: float = Field(default=0.9, ge=0, lt=1)
-    """``diloco``'s outer Nesterov momentum (the paper's 0.9)."""
+    outer_learning_rate: PositiveFloat = 0.5
+    """``diloco``'s outer step size (1.0 with ``outer_momentum: 0`` is plain parameter
+    averaging). With momentum ``m`` a change that keeps its direction is stepped
+    ``outer_learning_rate / (1 - m)`` times over: the default 0.5 and 0.5 step it once, as
+    averaging would, and smooth it across syncs. The paper's 0.7 and 0.9 (language-model
+    pretraining, H = 500) step it 7 times over, which lost tasks on every seed measured here
+    (docs/BENCHMARKS.md, "Learner replicas over a slow link")."""
+    outer_momentum: float = Field(default=0.5, ge=0, lt=1)
+    """``diloco``'s outer Nesterov momentum (the paper's is 0.9; see ``outer_learning_rate``)."""
 
     @model_validator(mode="after")
     def _loose_sync_needs_whole_replicas(self) -> ParallelConfig:
