@@ -108,13 +108,23 @@ def async_keeps_up(compute_s: float, state_bytes: float, bandwidth: float, every
     return state_bytes / bandwidth <= every * compute_s
 
 
-def calibrate(rows: list[dict[str, Any]]) -> dict[str, float]:
+def core_sharing(replicas: int, cpus: int | None) -> float:
+    """How many times slower a replica computes when ``replicas`` share the measuring
+    machine's ``cpus`` cores than with cores of its own (1 when ``cpus`` is unknown): the
+    measured runs put every replica on one machine, a cluster gives each its own."""
+    return max(1.0, replicas / cpus) if cpus else 1.0
+
+
+def calibrate(rows: list[dict[str, Any]], cpus: int | None = None) -> dict[str, float]:
     """Compute time per update and state bytes from measured runs: the compute time from the
-    mode that communicates least on the fastest link (its updates/s), the state size from an
-    async run's message (bytes sent / messages) or a periodic one's ring bytes per sync."""
+    mode that communicates least on the fastest link (its updates/s), as a replica with cores
+    of its own would take it (:func:`core_sharing` of the ``cpus`` that ran them), the state
+    size from an async run's message (bytes sent / messages) or a periodic one's ring bytes
+    per sync."""
     fast = min(rows, key=lambda r: float(r["link"].split(" ms")[0]))["link"]
     local = [r for r in rows if r["link"] == fast and r["mode"] in ("async", "local_sgd", "diloco")]
-    compute_s = 1.0 / max(r["updates_per_s"] for r in local or rows)
+    best = max(local or rows, key=lambda r: r["updates_per_s"])
+    compute_s = 1.0 / best["updates_per_s"] / core_sharing(best["replicas"], cpus)
     state = None
     for r in rows:
         s = r.get("sync", {})
@@ -128,14 +138,18 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"compute_s": compute_s, "state_bytes": state}
 
 
-def check(rows: list[dict[str, Any]], cal: dict[str, float], every: int) -> list[dict[str, Any]]:
-    """The model's updates/s and bytes/update beside each measured run's."""
+def check(
+    rows: list[dict[str, Any]], cal: dict[str, float], every: int, cpus: int | None = None
+) -> list[dict[str, Any]]:
+    """The model's updates/s and bytes/update beside each measured run's (its replicas sharing
+    the ``cpus`` cores that ran them: :func:`core_sharing`)."""
     out = []
     for r in rows:
         delay_ms, _, rest = r["link"].partition(" ms / ")
         mbit = float(rest.split()[0]) if rest and rest[0].isdigit() else float("inf")
+        compute_s = cal["compute_s"] * core_sharing(r["replicas"], cpus)
         model_s = update_seconds(
-            r["mode"], r["replicas"], cal["compute_s"], cal["state_bytes"],
+            r["mode"], r["replicas"], compute_s, cal["state_bytes"],
             float(delay_ms) / 1000, mbit * 1e6 / 8, every,
         )  # fmt: skip
         measured_bytes = 1e6 * sum(r["tx_mb"]) / len(r["tx_mb"]) / max(r["updates"], 1)
@@ -197,13 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=50)
     parser.add_argument("--results-dir", type=Path, default=None)
     args = parser.parse_args(argv)
-    rows = json.loads(args.measured.read_text())["rows"]
-    cal = calibrate(rows)
+    measured = json.loads(args.measured.read_text())
+    rows, cpus = measured["rows"], measured.get("machine", {}).get("cpu_count")
+    cal = calibrate(rows, cpus)
     replicas = [int(x) for x in args.replicas.split(",")]
     doc = {
         "calibration": cal,
         "links": [asdict(link) for link in CLUSTER_LINKS],
-        "checked": check(rows, cal, args.every),
+        "checked": check(rows, cal, args.every, cpus),
         "projection": project(cal, replicas, args.every),
     }
     path = write_result("sync_projection", doc, args.results_dir)

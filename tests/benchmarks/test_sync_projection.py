@@ -11,7 +11,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from sync_projection import bytes_per_update, calibrate, update_seconds  # noqa: E402
+from sync_projection import (  # noqa: E402
+    bytes_per_update,
+    calibrate,
+    check,
+    core_sharing,
+    update_seconds,
+)
 
 S, T = 4e6, 0.05  # a 4 MB state, 50 ms of compute per update
 
@@ -63,3 +69,16 @@ def test_calibration_and_projection_run_from_measured_rows(tmp_path: Path) -> No
     doc = json.loads((tmp_path / "sync_projection.json").read_text())
     assert len(doc["checked"]) == 2 and len(doc["projection"]) == 2 * 4 * 2
     assert (tmp_path / "sync_projection.png").stat().st_size > 10_000
+
+
+def test_replicas_sharing_the_measuring_machines_cores_are_modelled_slower() -> None:
+    """Four replicas on two cores compute at half speed each: the calibration undoes that
+    (a cluster gives each replica its own cores) and the check puts it back per run."""
+    assert core_sharing(2, 2) == 1.0 and core_sharing(4, 2) == 2.0 and core_sharing(4, None) == 1.0
+    row = {"mode": "local_sgd", "link": "0.1 ms / 10000 Mbit/s", "replicas": 4, "seed": 0,
+           "updates_per_s": 5.0, "updates": 50, "tx_mb": [1.0] * 4,
+           "sync": {"sync/count": 1, "sync/bytes_sent": 1.5 * 40_000}}  # fmt: skip
+    cal = calibrate([row], cpus=2)
+    assert cal["compute_s"] == pytest.approx(0.1) and cal["state_bytes"] == pytest.approx(40_000)
+    (checked,) = check([row], cal, every=50, cpus=2)
+    assert checked["model_updates_per_s"] == pytest.approx(5.0, rel=0.01)  # the sync is small
