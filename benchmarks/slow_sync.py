@@ -77,10 +77,11 @@ def parse_arm(text: str) -> tuple[str, dict[str, float]]:
     return mode, {"outer_learning_rate": lr, "outer_momentum": momentum}
 
 
-def run_config(base: dict[str, Any], arm: str, every: int, seed: int, out: Path) -> Path:
-    """The config of one run: ``base`` with the sync mode of ``arm`` (:func:`parse_arm`), the
-    seed, a stop at target and its own run directory."""
-    mode, extras = parse_arm(arm)
+def run_config(
+    base: dict[str, Any], mode: str, extras: dict[str, float], every: int, seed: int, out: Path
+) -> Path:
+    """The config of one run: ``base`` with the sync mode and its ``learner.parallel`` extras
+    (:func:`parse_arm`), the seed, a stop at target and its own run directory."""
     cfg = json.loads(json.dumps(base))
     cfg["name"] = f"{mode}"
     cfg["seed"] = seed
@@ -172,11 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = apply_overrides(yaml.safe_load(Path(args.config).read_text()), args.overrides)
     modes = args.modes.split(",")
-    for arm in modes:  # a bad entry is refused before any run
-        try:
-            parse_arm(arm)
-        except ValueError as e:
-            parser.error(str(e))
+    try:  # a bad entry is refused before any run
+        arms = {arm: parse_arm(arm) for arm in modes}
+    except ValueError as e:
+        parser.error(str(e))
     links = [parse_link(x) for x in args.links.split(",")]
     counts = [int(x) for x in args.replicas.split(",")]
     seeds = [int(x) for x in args.seeds.split(",") if x]
@@ -186,11 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         for link in links:
             for n in counts:
                 with SlowNetwork(n, link) as net:
-                    for arm in modes:
+                    for arm, (mode, extras) in arms.items():
                         with tempfile.TemporaryDirectory() as tmp:
-                            cfg = run_config(base, arm, args.sync_every, seed, Path(tmp))
+                            cfg = run_config(base, mode, extras, args.sync_every, seed, Path(tmp))
                             row = train(net, cfg, timeout=args.timeout_s)
-                        mode, extras = parse_arm(arm)
                         row.update(mode=mode, arm=arm, link=str(link), replicas=n, seed=seed)
                         row.update(extras)
                         rows.append(row)
@@ -224,7 +223,7 @@ def straggler_rows(
         figures = {}
         for slowed in (False, True):
             with SlowNetwork(2, link) as net, tempfile.TemporaryDirectory() as tmp:
-                cfg = run_config(base, mode, args.sync_every, 0, Path(tmp))
+                cfg = run_config(base, mode, {}, args.sync_every, 0, Path(tmp))
                 cores = [half, half / args.straggler if slowed else half]
                 figures[slowed] = train(net, cfg, cores=cores, timeout=args.timeout_s)
         ratio = figures[True]["updates_per_s"] / figures[False]["updates_per_s"]

@@ -16,6 +16,7 @@ import torch
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.model import MultiTaskModel
 from mtrl.learner.recurrent import sequence_resets
+from mtrl.learner.torsos import row_tasks
 
 __all__ = ["embed_batches", "per_task_calls"]
 
@@ -73,8 +74,7 @@ def embed_batches(
         x = torch.cat(flat)
         rows: torch.Tensor | int = 0
         if model.conditioned and feats:
-            sizes = torch.tensor([f.shape[0] for f in flat], device=device)
-            rows = torch.repeat_interleave(torch.tensor(tasks, device=device), sizes)
+            rows = row_tasks(tasks, [f.shape[0] for f in flat], device)
         h_all = model.run_torso(x, rows)
         hs = list(h_all.split([f.shape[0] for f in flat])[: len(feats)])
     hs = [h.reshape(*f.shape[:-1], -1) for h, f in zip(hs, feats, strict=True)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -39,6 +40,7 @@ __all__ = [
     "conditioned_torso",
     "make_torso",
     "orthonormal_columns",
+    "row_tasks",
     "shared_torso_parameters",
 ]
 
@@ -50,6 +52,14 @@ def make_torso(cfg: ModelConfig, num_tasks: int) -> nn.Module:
     if mix is None:
         return make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)
     return conditioned_torso(cfg.encoder_dim, list(cfg.torso), cfg.activation, num_tasks, mix)
+
+
+def row_tasks(tasks: Sequence[int], rows: Sequence[int], device: torch.device) -> torch.Tensor:
+    """Each row's task ``[sum(rows)]`` (long) for a torso input stacked from parts of
+    ``rows[i]`` rows of task ``tasks[i]``, in order: built on the host and copied once, so a
+    device never waits to learn the output's size."""
+    counts = torch.tensor(rows, dtype=torch.long)
+    return torch.repeat_interleave(torch.tensor(tasks, dtype=torch.long), counts).to(device)
 
 
 def shared_torso_parameters(torso: nn.Module) -> list[nn.Parameter]:

@@ -23,7 +23,8 @@ def test_a_diloco_entry_carries_its_outer_step_into_the_runs_config(tmp_path: Pa
         {"outer_learning_rate": 0.5, "outer_momentum": 0.25},
     )
     base = {"tasks": [{"env": "gymnasium/CartPole-v1"}], "learner": {"parallel": {"x": 1}}}
-    cfg = yaml.safe_load(run_config(base, "diloco:0.5:0.25", 7, 3, tmp_path).read_text())
+    path = run_config(base, *parse_arm("diloco:0.5:0.25"), 7, 3, tmp_path)
+    cfg = yaml.safe_load(path.read_text())
     assert cfg["learner"]["parallel"] == {
         "x": 1,
         "sync": "diloco",

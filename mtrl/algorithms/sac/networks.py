@@ -49,7 +49,7 @@ from mtrl.learner.encoders import (
     takes_extra_input,
 )
 from mtrl.learner.model import MultiTaskModel, Obs
-from mtrl.learner.torsos import make_torso, shared_torso_parameters
+from mtrl.learner.torsos import make_torso, row_tasks, shared_torso_parameters
 
 __all__ = [
     "ActionJoin",
@@ -212,9 +212,7 @@ class MultiTaskCritic(nn.Module):
         rows = [x.shape[0] for x in xs]
         joined = torch.cat(xs)
         if self.conditioned:
-            per_part = torch.tensor([p.task for p in inputs], device=joined.device)
-            tasks = per_part.repeat_interleave(torch.tensor(rows, device=joined.device))
-            h = self.torso(joined, tasks)
+            h = self.torso(joined, row_tasks([p.task for p in inputs], rows, joined.device))
         else:
             h = self.torso(joined)
         h = h.split(rows)
