@@ -44,8 +44,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
+from step_anatomy import anatomy as step_anatomy
 
 from mtrl.algorithms import make_learner
+from mtrl.algorithms.sac import stacked_step
 from mtrl.config import load_config
 from mtrl.learner import optim, stacked
 from mtrl.learner.batch import TaskBatch, task_batch
@@ -154,10 +156,12 @@ def measure(
     profile: int = 0,
     gradients: str | None = None,
     task_copies: int = 1,
+    anatomy: bool = False,
 ) -> dict[str, Any]:
     """Milliseconds per update (after 5 warm-up updates) on the config's smallest batch
     (``gradients`` overrides ``learner.multitask.gradients``; ``task_copies`` trains each task
-    as that many tasks of its shape, each with its own encoder and head)."""
+    as that many tasks of its shape, each with its own encoder and head; ``anatomy``: also
+    the step's FLOPs, arithmetic floor and op counts, :mod:`step_anatomy`)."""
     cfg = load_config(config)
     if task_copies > 1:  # a suite of many same-shaped tasks (MT10's shape) from any config
         cfg.tasks = [
@@ -232,9 +236,30 @@ def measure(
         result["draw_share"] = result["ms_per_draw"] / result["ms_per_gradient_step"]
         if device.type == "cuda":
             result["host_syncs_per_gradient_step"] = syncs_per_step(learner)
+    if anatomy:  # per gradient step for a replay rule, per update for IMPALA
+        if gradient_steps is not None:
+            ready = learner.ready_tasks()
+            result["anatomy"] = step_anatomy(lambda: learner._gradient_step(ready), device)
+        else:
+            result["anatomy"] = step_anatomy(lambda: learner.update(batches), device)
     if profile:
         result["profile"] = profile_updates(learner, batches, profile)
     return result
+
+
+def anatomy_line(a: dict[str, Any]) -> str:
+    """One line of :func:`step_anatomy.anatomy`'s figures."""
+    line = (
+        f"  step anatomy: {a['gflop']:.3f} GFLOP, matmul floor {a['matmul_floor_ms']:.2f} ms "
+        f"({a['matmul_gflops']:.0f} GFLOP/s on the step's shapes), {a['ms_per_step']:.2f} ms "
+        f"per step = {a['ratio_to_floor']:.2f}x the floor, {a['aten_ops']:.0f} aten ops"
+    )
+    if "kernels" in a:
+        line += (
+            f", {a['kernel_launches']:.0f} kernel launches / {a['kernels']:.0f} kernels, "
+            f"device busy {a['device_busy_share']:.0%}"
+        )
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
         help="time tasks' same-shaped encoders and heads run stacked (the default off the "
         "CPU) and one call per task, side by side in 3 interleaved rounds",
     )
+    ap.add_argument(
+        "--stacked-step",
+        action="store_true",
+        help="time SAC's stacked gradient step (the default for tasks of one shape) against "
+        "the per-task step, side by side in 3 interleaved rounds",
+    )
     args = ap.parse_args(argv)
     if args.gradients:
         return compare_gradients(args.config, args.updates, args.device, args.gradients, args)
@@ -277,7 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "learner_update",
         "machine": machine(),
         **measure(
-            args.config, args.updates, args.device, args.profile, task_copies=args.task_copies
+            args.config,
+            args.updates,
+            args.device,
+            args.profile,
+            task_copies=args.task_copies,
+            anatomy=True,
         ),
     }
     print(
@@ -292,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "host_syncs_per_gradient_step" in result:
         print(f"  host syncs per gradient step: {result['host_syncs_per_gradient_step']}")
+    print(anatomy_line(result["anatomy"]))
     if "profile" in result:
         prof = result["profile"]
         print(prof["by_cpu"])
@@ -345,6 +382,7 @@ def copies_suffix(task_copies: int) -> str:
 SWITCHES = {  # --NAME: the module flag it turns off, and what the off arm is called
     "fused": (optim, "FUSED_ADAM", "unfused"),
     "stacked": (stacked, "STACKED", "per-task"),
+    "stacked_step": (stacked_step, "ENABLED", "per-task-step"),
 }
 
 
@@ -361,11 +399,14 @@ def compare_switch(
         for round_ in range(3):
             for arm, on in arms.items():
                 setattr(module, flag, on)
-                run = measure(config, updates, device, task_copies=args.task_copies)
+                first = round_ == 0  # each arm's anatomy once
+                run = measure(config, updates, device, task_copies=args.task_copies, anatomy=first)
                 runs[arm].append(run)
                 unit = "ms_per_gradient_step" if "ms_per_gradient_step" in run else "ms_per_update"
                 # each reading as it comes: a time-boxed run cut short still leaves some
                 print(f"round {round_ + 1}, {arm}: {run[unit]:.2f} {unit.replace('_', ' ')}")
+                if first:
+                    print(anatomy_line(run["anatomy"]))
     finally:
         setattr(module, flag, default)
     ms = {arm: [r[unit] for r in rs] for arm, rs in runs.items()}
@@ -383,6 +424,7 @@ def compare_switch(
         "unit": unit,
         unit: ms,
         "median_ms": median,
+        "anatomy": {arm: rs[0]["anatomy"] for arm, rs in runs.items()},
         f"{off}_over_{name}".replace("-", "_"): median[off] / median[name],
     }
     suffix = copies_suffix(args.task_copies)

@@ -19,6 +19,7 @@ By default the batching runs where the modules live on a CUDA GPU (:data:`STACKE
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,10 +27,13 @@ from torch.nn.utils.rnn import pad_sequence
 
 __all__ = [
     "STACKED",
+    "LinearStack",
+    "MLPStack",
     "apply_many",
     "enabled",
     "encode_many",
     "group_by_signature",
+    "linear_layers",
     "run_stacked",
     "stack_signature",
 ]
@@ -149,3 +153,110 @@ def encode_many(
             [encoders[k].stack_input(*inputs[k]) for k in group],  # type: ignore[operator]
         ),
     )
+
+
+class LinearStack(nn.Module):
+    """Same-shaped ``Linear`` layers of several members (tasks, or twin critics × tasks) held
+    as one ``[G, out, in]`` weight and ``[G, out]`` bias, which *are* the layers' storage.
+
+    ``members[g]`` is a list of ``Linear`` layers of one input width whose outputs, side by
+    side, are member ``g``'s rows of the stack (a policy head's mean and log-std layers become
+    one ``[2a, in]`` block); every member has the same list of shapes. After construction each
+    layer's ``weight`` and ``bias`` are new parameters that alias their slice of the stack, so
+    the per-member modules (what the actors act with, what a checkpoint saves and loads) and
+    the stack always hold the same numbers, and an optimiser stepping the stack in place
+    updates both. Gradients flow to the stack's parameters only, through :meth:`forward`:
+    one ``baddbmm`` for every member's rows at once (``x [G, n, in] → [G, n, out]``)."""
+
+    def __init__(self, members: Sequence[Sequence[nn.Linear]]) -> None:
+        super().__init__()
+        shapes = [[(m.in_features, m.out_features, m.bias is not None) for m in g] for g in members]
+        if any(s != shapes[0] for s in shapes) or len({s[0] for s in shapes[0]}) != 1:
+            raise ValueError(f"members of a LinearStack must share their layer shapes: {shapes}")
+        if not all(s[2] for s in shapes[0]):
+            raise ValueError("a LinearStack's layers need biases")
+        self.members = len(members)
+        with torch.no_grad():
+            weight = torch.stack([torch.cat([m.weight for m in g]) for g in members])
+            bias = torch.stack([torch.cat([m.bias for m in g]) for g in members])
+        self.weight = nn.Parameter(weight)
+        self.bias = nn.Parameter(bias)
+        for g, layers in enumerate(members):
+            at = 0
+            for m in layers:
+                end = at + m.out_features
+                m.weight = nn.Parameter(self.weight.data[g, at:end], m.weight.requires_grad)
+                m.bias = nn.Parameter(self.bias.data[g, at:end], m.bias.requires_grad)
+                at = end
+
+    def forward(self, x: torch.Tensor, frozen: bool = False) -> torch.Tensor:
+        """``x [G, n, in]`` through every member's layer: ``[G, n, out]`` (``frozen``: no
+        gradient reaches the stack's parameters; it still flows to ``x``)."""
+        w, b = (self.weight.detach(), self.bias.detach()) if frozen else (self.weight, self.bias)
+        return _StackedAffine.apply(x, w, b)
+
+
+class _StackedAffine(torch.autograd.Function):
+    """``y = x Wᵀ + b`` per member (``x [G, n, in]``, ``W [G, out, in]``, ``b [G, out]``)
+    with a backward that writes ``∂W`` in ``W``'s own layout (``gᵀ x``, ``[G, out, in]``):
+    autograd's ``baddbmm`` of ``Wᵀ`` makes it transposed and then copies it to ``W``'s
+    layout, a strided copy per weight per step that cost as much as the matmul on a CPU."""
+
+    @staticmethod
+    def forward(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        x, w, _ = inputs
+        ctx.save_for_backward(x, w)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, w = ctx.saved_tensors
+        gx = torch.bmm(g, w) if ctx.needs_input_grad[0] else None
+        gw = torch.bmm(g.transpose(1, 2), x) if ctx.needs_input_grad[1] else None
+        gb = g.sum(1) if ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
+def linear_layers(module: nn.Module) -> list[nn.Linear] | None:
+    """The ``Linear`` layers of ``module`` (a ``Linear`` or a ``Sequential`` of ``Linear`` and
+    parameterless layers), or None where it is anything else."""
+    return (
+        [m for m in _layers(module) if isinstance(m, nn.Linear)]
+        if stack_signature(module) is not None
+        else None
+    )
+
+
+class MLPStack(nn.Module):
+    """Several members' MLPs of one :func:`stack_signature` (``Linear`` layers and
+    parameterless ones between them) as :class:`LinearStack` layers: ``x [G, n, in] →
+    [G, n, out]``, one batched call per ``Linear`` layer, the parameterless layers (the
+    activations) applied in the members' order."""
+
+    def __init__(self, mlps: Sequence[nn.Module]) -> None:
+        super().__init__()
+        sig = stack_signature(mlps[0])
+        if sig is None or any(stack_signature(m) != sig for m in mlps):
+            raise ValueError("an MLPStack's members must share one stack_signature")
+        per_member = [linear_layers(m) or [] for m in mlps]
+        self.linears = nn.ModuleList(
+            LinearStack([[member[i]] for member in per_member]) for i in range(len(per_member[0]))
+        )
+        self.order: list[nn.Module | int] = []
+        """The members' layers in order: an index into :attr:`linears`, or the (shared,
+        parameterless) module itself."""
+        at = 0
+        for layer in _layers(mlps[0]):
+            if isinstance(layer, nn.Linear):
+                self.order.append(at)
+                at += 1
+            else:
+                self.order.append(layer)
+
+    def forward(self, x: torch.Tensor, frozen: bool = False) -> torch.Tensor:
+        for step in self.order:
+            x = self.linears[step](x, frozen) if isinstance(step, int) else step(x)
+        return x

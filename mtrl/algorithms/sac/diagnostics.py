@@ -36,6 +36,11 @@ class SacDiagnostics:
         each task ``[K]``; ``alpha`` is per task, ``entropy``, ``q``, ``td`` per sample."""
         sums = torch.zeros(len(alpha), 3, device=alpha.device)
         sums.index_add_(0, rows, torch.stack([entropy, q, td], dim=1))
+        self.add(count, alpha, sums)
+
+    def add(self, count: torch.Tensor, alpha: torch.Tensor, sums: torch.Tensor) -> None:
+        """Add one gradient step from per-task sums: ``count`` samples of each task ``[K]``,
+        its temperature ``alpha [K]`` and its samples' summed entropy, Q and |TD| ``[K, 3]``."""
         present = (count > 0).unsqueeze(1)  # a mask, not boolean indexing (no host sync)
         means = torch.cat([alpha.unsqueeze(1), sums / count.clamp(min=1).unsqueeze(1)], dim=1)
         self.sums[:, : len(FIELDS)] += torch.where(present, means, 0.0).double()

@@ -47,6 +47,7 @@ from mtrl.algorithms.sac.networks import (
     squashed_params_many,
 )
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
+from mtrl.algorithms.sac.stacked_step import StackedSac
 from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
 from mtrl.config import LearnerConfig
 from mtrl.config.sac import SacConfig
@@ -105,28 +106,38 @@ class SacLearner:
         self.target_entropy = torch.tensor(
             [_target_entropy(t.action_space, sac) for t in self.spaces], device=self.device
         )
-        value = {id(model.value_weight), id(model.value_bias)}  # SAC has no state value
-        groups = [
-            {**g, "params": [p for p in g["params"] if id(p) not in value]}
-            for g in param_groups(model, lr_scales)
-        ]
+        # Tasks of one shape take the stacked step (a few large calls); the others, per task.
+        self.stacked = StackedSac.build(self, lr_scales)
+        if self.stacked is not None:
+            actor_groups = [{"params": self.stacked.actor_params, "lr": sac.actor_lr}]
+            self.actor_params = self.stacked.actor_params
+            self.critic_params = self.stacked.critic.params
+            self.target_params = self.stacked.target.params
+            critic_shared = self.stacked.critic.shared
+        else:
+            value = {id(model.value_weight), id(model.value_bias)}  # SAC has no state value
+            groups = [
+                {**g, "params": [p for p in g["params"] if id(p) not in value]}
+                for g in param_groups(model, lr_scales)
+            ]
+            actor_groups = [
+                {**g, "lr": sac.actor_lr * g["lr_scale"]} for g in groups if g["params"]
+            ]
+            self.actor_params = [p for g in groups for p in g["params"]]
+            self.critic_params = list(self.critic.parameters())
+            self.target_params = list(self.target.parameters())
+            critic_shared = [
+                *self.critic.q1.shared_parameters(),
+                *self.critic.q2.shared_parameters(),
+            ]
         # Fused Adam: one kernel per step instead of one per tensor (SAC takes many small steps).
-        self.actor_opt = torch.optim.Adam(
-            [{**g, "lr": sac.actor_lr * g["lr_scale"]} for g in groups if g["params"]],
-            fused=True,
-        )
-        self.critic_params = list(self.critic.parameters())
-        self.target_params = list(self.target.parameters())
-        self.actor_params = [p for g in groups for p in g["params"]]
+        self.actor_opt = torch.optim.Adam(actor_groups, fused=True)
         self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, fused=True)
         # learner.multitask.gradients: the parameters every task's loss reaches, per optimiser.
         self.combining = cfg.multitask.gradients != "sum"
         self.shared_of = {
             id(self.actor_opt): model.shared_parameters(),
-            id(self.critic_opt): [
-                *self.critic.q1.shared_parameters(),
-                *self.critic.q2.shared_parameters(),
-            ],
+            id(self.critic_opt): critic_shared,
         }
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, fused=True)
         self.replays = [self._replay(i) for i in range(k)]
@@ -273,7 +284,15 @@ class SacLearner:
 
     def _gradient_step(self, ready: Sequence[int]) -> torch.Tensor:
         """One critic, policy and temperature step on a fresh mixed batch; returns the three
-        losses (float64 ``[3]``, on the device)."""
+        losses (float64 ``[3]``, on the device): the stacked step where the tasks allow it
+        (:mod:`mtrl.algorithms.sac.stacked_step`), else :meth:`_per_task_step`."""
+        if self.stacked is not None:
+            return self.stacked.gradient_step(ready)
+        return self._per_task_step(ready)
+
+    def _per_task_step(self, ready: Sequence[int]) -> torch.Tensor:
+        """The gradient step over the tasks' rows grouped by action kind, each task's encoders
+        and heads on its own rows (any mix of spaces)."""
         groups = self._sample(ready)
         alpha = self.alpha
         sac = self.sac

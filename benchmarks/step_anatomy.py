@@ -1,0 +1,155 @@
+"""What one learner step is made of, and how far it is from its arithmetic.
+
+    anatomy(step, device) -> {"gflop", "matmul_floor_ms", "aten_ops", ...}
+
+``step`` is a callable that takes one step (a SAC gradient step, an IMPALA update). Measured
+in this process, on this machine:
+
+* **FLOPs**: counted by ``torch.utils.flop_counter.FlopCounterMode`` over one step (matmuls and
+  convolutions, forward and backward);
+* **the arithmetic floor**: every matmul-like call the step makes (``mm``, ``addmm``, ``bmm``,
+  ``baddbmm``, convolutions: recorded with their shapes and strides by a dispatch mode) timed
+  alone, on fresh tensors of the same shapes, and summed — the time the step would take if it
+  did nothing but its matrix arithmetic at the rate this machine reaches on those very shapes;
+  ``ratio_to_floor`` is the step's time over it;
+* **aten ops per step**: the operator calls a profiler sees (each costs its dispatch, whatever
+  its size: the quantity a step in a few large calls cuts);
+* on a GPU, **kernel launches per step** (the runtime's launch calls, a CUDA graph's replay
+  counting one), **kernels per step** (what the device ran) and the **busy share** (the
+  kernels' time over the steps' wall time).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+__all__ = ["anatomy", "matmul_calls", "time_calls"]
+
+_MATMULS = {
+    "aten.mm.default",
+    "aten.addmm.default",
+    "aten.bmm.default",
+    "aten.baddbmm.default",
+    "aten.convolution.default",
+    "aten.convolution_backward.default",
+}
+
+
+class _Recorder(TorchDispatchMode):
+    """Records the matmul-like calls (op, and each tensor argument's shape, stride, dtype)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Any, list[Any], dict[str, Any]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if str(func) in _MATMULS:
+            self.calls.append((func, [_spec(a) for a in args], dict(kwargs)))
+        return func(*args, **kwargs)
+
+
+def _spec(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return ("tensor", tuple(a.shape), tuple(a.stride()), a.dtype, a.device)
+    if isinstance(a, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in a):
+        return type(a)(_spec(x) for x in a)
+    return a
+
+
+def _make(spec: Any) -> Any:
+    if isinstance(spec, tuple) and spec and spec[0] == "tensor":
+        _, shape, stride, dtype, device = spec
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device).normal_()
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_make(x) for x in spec)
+    return spec
+
+
+def matmul_calls(step: Callable[[], Any]) -> list[tuple[Any, list[Any], dict[str, Any]]]:
+    """The matmul-like calls one ``step`` makes, with their argument specs."""
+    rec = _Recorder()
+    with rec:
+        step()
+    return rec.calls
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_calls(calls: list[Any], device: torch.device, repeats: int = 20) -> float:
+    """Seconds the calls take once each, timed alone on fresh tensors of their shapes
+    (the median of ``repeats`` passes over all of them)."""
+    ready = [(func, [_make(a) for a in args], kw) for func, args, kw in calls]
+    with torch.no_grad():
+        for func, args, kw in ready:  # warm-up
+            func(*args, **kw)
+        _sync(device)
+        passes = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for func, args, kw in ready:
+                func(*args, **kw)
+            _sync(device)
+            passes.append(time.perf_counter() - start)
+    passes.sort()
+    return passes[len(passes) // 2]
+
+
+def _profile(step: Callable[[], Any], steps: int, device: torch.device) -> dict[str, float]:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    _sync(device)
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        _sync(device)
+    wall = time.perf_counter() - start
+    events = prof.events()
+    out = {"aten_ops": sum(1 for e in events if e.name.startswith("aten::")) / steps}
+    if device.type == "cuda":
+        launches = sum(
+            1 for e in events if "LaunchKernel" in e.name or e.name.startswith("cudaGraphLaunch")
+        )
+        kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        busy_us = sum(e.device_time for e in kernels if "Memcpy" not in e.name)
+        out["kernel_launches"] = launches / steps
+        out["kernels"] = len(kernels) / steps
+        out["device_busy_share"] = busy_us / 1e6 / wall
+    return out
+
+
+def anatomy(step: Callable[[], Any], device: torch.device, steps: int = 10) -> dict[str, float]:
+    """FLOPs, the arithmetic floor and the op counts of ``step`` (module docstring); takes
+    ``2 + steps`` real steps. ``ms_per_step`` is timed over ``steps`` of them."""
+    with FlopCounterMode(display=False) as counter:
+        step()
+    flops = counter.get_total_flops()
+    floor = time_calls(matmul_calls(step), device)
+    counts = _profile(step, steps, device)
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    ms = (time.perf_counter() - start) / steps * 1e3
+    return {
+        "gflop": flops / 1e9,
+        "matmul_floor_ms": floor * 1e3,
+        "matmul_gflops": flops / 1e9 / floor if floor else float("nan"),
+        "ms_per_step": ms,
+        "ratio_to_floor": ms / (floor * 1e3) if floor else float("nan"),
+        **counts,
+    }
