@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,8 +46,8 @@ from mtrl.algorithms.sac.networks import SquashedGaussianHead, squash_log_std
 from mtrl.learner.device import to_device
 from mtrl.learner.stacked import LinearStack, MLPStack, stack_signature
 
-if TYPE_CHECKING:
-    from mtrl.algorithms.sac.learner import SacLearner
+SacLearner = Any
+"""A :class:`~mtrl.algorithms.sac.learner.SacLearner` (which imports this module)."""
 
 __all__ = ["ENABLED", "PaddedBatch", "StackedSac", "why_not"]
 
