@@ -75,12 +75,13 @@ def _step(learner: SacLearner, counts: list[int]) -> torch.Tensor:
     draws = iter(_noise_table(counts))
 
     def noise(mean: torch.Tensor) -> torch.Tensor:
-        rows = next(draws)
-        if mean.ndim == 2:  # the per-task step: rows task by task
-            return torch.cat(rows)
-        out = torch.zeros_like(mean)
-        for task, r in enumerate(rows):
-            out[task, : len(r)] = r
+        if mean.ndim == 2:  # the per-task step: each draw's rows task by task
+            return torch.cat(next(draws))
+        # the stacked step: both draws at once, [K, 2m, a] (next observations, observations)
+        out, m = torch.zeros_like(mean), mean.shape[1] // 2
+        for half, rows in enumerate(draws):
+            for task, r in enumerate(rows):
+                out[task, half * m : half * m + len(r)] = r
         return out
 
     learner._noise_like = noise  # type: ignore[method-assign]

@@ -106,6 +106,8 @@ class SacLearner:
         self.target_entropy = torch.tensor(
             [_target_entropy(t.action_space, sac) for t in self.spaces], device=self.device
         )
+        # learner.multitask.gradients: the parameters every task's loss reaches, per optimiser.
+        self.combining = cfg.multitask.gradients != "sum"
         # Tasks of one shape take the stacked step (a few large calls); the others, per task.
         self.stacked = StackedSac.build(self, lr_scales)
         if self.stacked is not None:
@@ -130,16 +132,17 @@ class SacLearner:
                 *self.critic.q1.shared_parameters(),
                 *self.critic.q2.shared_parameters(),
             ]
-        # Fused Adam: one kernel per step instead of one per tensor (SAC takes many small steps).
-        self.actor_opt = torch.optim.Adam(actor_groups, fused=True)
-        self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, fused=True)
-        # learner.multitask.gradients: the parameters every task's loss reaches, per optimiser.
-        self.combining = cfg.multitask.gradients != "sum"
+        # Fused Adam: one kernel per step instead of one per tensor (SAC takes many small steps);
+        # its step count on the device where a CUDA graph replays the step.
+        graphs = self.stacked is not None and self.stacked.graphed is not None
+        adam = {"fused": True, "capturable": graphs}
+        self.actor_opt = torch.optim.Adam(actor_groups, **adam)
+        self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, **adam)
         self.shared_of = {
             id(self.actor_opt): model.shared_parameters(),
             id(self.critic_opt): critic_shared,
         }
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, fused=True)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, **adam)
         self.replays = [self._replay(i) for i in range(k)]
         self._keys = [group_key(t.action_space) for t in self.spaces]
         self.ratio = ReplayRatio(sac.replay_ratio, sac.batch_size)

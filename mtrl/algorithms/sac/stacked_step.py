@@ -41,7 +41,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from mtrl.algorithms.sac import losses
+from mtrl.algorithms.sac import graphed, losses
+from mtrl.algorithms.sac.graphed import GraphedStep
 from mtrl.algorithms.sac.networks import SquashedGaussianHead, squash_log_std
 from mtrl.learner.device import to_device
 from mtrl.learner.stacked import LinearStack, MLPStack, stack_signature
@@ -99,9 +100,21 @@ def why_not(learner: SacLearner, lr_scales: Sequence[float] | None) -> str | Non
 
 
 @dataclass
+class HostBatch:
+    """One gradient step's transitions on the host: ``block [K, m, 2·obs + act + 4]`` (each
+    task's rows first in its slice: observation, next observation, raw action, reward,
+    terminated, importance weight, 1; then padding rows of zeros), the rows of each task
+    ``count [K]`` and the replay items drawn per task (for the priorities)."""
+
+    block: np.ndarray
+    count: np.ndarray
+    indices: dict[int, np.ndarray]
+
+
+@dataclass
 class PaddedBatch:
-    """One gradient step's transitions as ``[K, m, ·]`` blocks on the learner's device: task
-    ``k``'s ``counts[k]`` rows first in its slice, then padding (``mask`` 0, ``weights`` 0)."""
+    """A :class:`HostBatch` on the learner's device, as views of its block: ``[K, m, ·]``
+    fields, ``mask`` 1 on a sampled row and 0 on padding, where ``weights`` is 0 too."""
 
     obs: torch.Tensor  # [K, m, obs] float
     next_obs: torch.Tensor  # [K, m, obs]
@@ -109,10 +122,22 @@ class PaddedBatch:
     rewards: torch.Tensor  # [K, m]
     terminated: torch.Tensor  # [K, m] float 0/1
     weights: torch.Tensor  # [K, m] importance weights, 0 on padding
-    mask: torch.Tensor  # [K, m] 1 on a sampled row, 0 on padding
+    mask: torch.Tensor  # [K, m]
     count: torch.Tensor  # [K] rows of each task (float)
-    counts: np.ndarray  # [K] the same, on the host
-    indices: dict[int, np.ndarray]  # task -> the replay items drawn
+
+    @classmethod
+    def of(cls, block: torch.Tensor, count: torch.Tensor, obs: int, act: int) -> PaddedBatch:
+        """Views of a device ``block`` laid out as :class:`HostBatch` says."""
+        return cls(
+            obs=block[..., :obs],
+            next_obs=block[..., obs : 2 * obs],
+            actions=block[..., 2 * obs : 2 * obs + act],
+            rewards=block[..., -4],
+            terminated=block[..., -3],
+            weights=block[..., -2],
+            mask=block[..., -1],
+            count=count,
+        )
 
 
 def _flat_params(modules: Sequence[nn.Module], aliased: set[int]) -> list[nn.Parameter]:
@@ -218,6 +243,13 @@ class StackedSac:
             p for p in model.parameters() if id(p) not in aliased | value and p.requires_grad
         ]
         self._rows: dict[int, torch.Tensor] = {}
+        self.graphed = (
+            GraphedStep(self.step_on_block, learner.device)
+            if graphed.why_not(learner) is None
+            else None
+        )
+        """The step as a replayed CUDA graph (:mod:`mtrl.algorithms.sac.graphed`), or None:
+        eager."""
 
     @classmethod
     def build(cls, learner: SacLearner, lr_scales: Sequence[float] | None) -> StackedSac | None:
@@ -228,43 +260,36 @@ class StackedSac:
 
     # -- the batch -------------------------------------------------------------------------------
 
-    def draw(self, ready: Sequence[int], counts: Sequence[int]) -> PaddedBatch:
+    def draw(self, ready: Sequence[int], counts: Sequence[int], rows: int = 1) -> HostBatch:
         """``counts[i]`` transitions of task ``ready[i]``, drawn as the per-task step draws
-        them, laid out ``[K, m, ·]`` on the host and moved to the device in one copy."""
+        them, laid out ``[K, m, ·]`` on the host, ``m`` the largest count (at least ``rows``)."""
         lr = self.learner
         k, o, a = self.num_tasks, self.obs_size, self.act_size
-        m = max(1, int(max(counts)))
-        cols = 2 * o + a + 4  # obs, next_obs, actions, reward, terminated, weight, mask
-        block = np.zeros((k, m, cols), np.float32)
-        per_task = np.zeros(k, np.float64)
+        m = max(rows, int(max(counts)))
+        block = np.zeros((k, m, 2 * o + a + 4), np.float32)
+        count = np.zeros(k, np.float32)
         indices: dict[int, np.ndarray] = {}
         for task, n in zip(ready, counts, strict=True):
             if not n:
                 continue
             tb, idx, weights = lr.replays[task].sample(int(n), lr.rng)
-            rows = block[task, :n]
-            rows[:, :o] = tb.obs.reshape(n, o)
-            rows[:, o : 2 * o] = tb.next_obs.reshape(n, o)
-            rows[:, 2 * o : 2 * o + a] = tb.actions.reshape(n, a)
-            rows[:, -4] = tb.rewards
-            rows[:, -3] = tb.terminated
-            rows[:, -2] = weights
-            rows[:, -1] = 1.0
-            per_task[task] = n
+            part = block[task, :n]
+            part[:, :o] = tb.obs.reshape(n, o)
+            part[:, o : 2 * o] = tb.next_obs.reshape(n, o)
+            part[:, 2 * o : 2 * o + a] = tb.actions.reshape(n, a)
+            part[:, -4] = tb.rewards
+            part[:, -3] = tb.terminated
+            part[:, -2] = weights
+            part[:, -1] = 1.0
+            count[task] = n
             indices[task] = idx
-        t = to_device(block, lr.device)
-        return PaddedBatch(
-            obs=t[..., :o],
-            next_obs=t[..., o : 2 * o],
-            actions=t[..., 2 * o : 2 * o + a],
-            rewards=t[..., -4],
-            terminated=t[..., -3],
-            weights=t[..., -2],
-            mask=t[..., -1],
-            count=to_device(per_task.astype(np.float32), lr.device),
-            counts=per_task,
-            indices=indices,
-        )
+        return HostBatch(block, count, indices)
+
+    def on_device(self, host: HostBatch) -> PaddedBatch:
+        """``host`` moved to the learner's device (one copy of the block, one of the counts)."""
+        device = self.learner.device
+        block, count = to_device(host.block, device), to_device(host.count, device)
+        return PaddedBatch.of(block, count, self.obs_size, self.act_size)
 
     def _task_rows(self, m: int, device: torch.device) -> torch.Tensor:
         """Each row's task ``[K·m]`` for a task-conditioned torso (cached per ``m``)."""
@@ -294,24 +319,50 @@ class StackedSac:
     def gradient_step(self, ready: Sequence[int]) -> torch.Tensor:
         """One critic, policy and temperature step on a fresh mixed batch (the per-task step's
         math); returns the three losses (float64 ``[3]``, on the device)."""
+        lr = self.learner
+        counts = lr.mix.split(lr.sac.batch_size, ready, lr.rng)
+        if self.graphed is not None:
+            host = self.draw(ready, counts, self.graphed.rows)
+            return self.graphed.run(host)
+        host = self.draw(ready, counts)
+        losses_, td = self.step_on(self.on_device(host))
+        if lr.sac.prioritized:
+            errors = td.cpu().numpy()
+            for task, idx in host.indices.items():
+                lr.replays[task].update_priorities(idx, errors[task, : len(idx)])
+        return losses_
+
+    def step_on_block(
+        self, block: torch.Tensor, count: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`step_on` the device ``block`` and ``count`` of a :class:`HostBatch`."""
+        return self.step_on(PaddedBatch.of(block, count, self.obs_size, self.act_size))
+
+    def step_on(self, b: PaddedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step's device work on batch ``b``: the three losses (float64 ``[3]``) and each
+        row's |TD| ``[K, m]``. No host synchronisation (a CUDA graph can capture it)."""
         lr, sac = self.learner, self.learner.sac
-        counts = lr.mix.split(sac.batch_size, ready, lr.rng)
-        b = self.draw(ready, counts)
-        n = float(counts.sum())
-        rows = self._task_rows(b.obs.shape[1], b.obs.device)
+        n = float(sac.batch_size)  # the rows of every step (the counts' sum)
+        m = b.obs.shape[1]
+        rows = self._task_rows(m, b.obs.device)
         alpha_now = lr.alpha
         alpha = alpha_now.unsqueeze(1)  # [K, 1]
+        # The policy at the next observations (for the targets) and at the observations (for
+        # its own loss) in one pass: the critic step between them leaves the policy as it is.
+        u_both, logp_both = self.act(
+            torch.cat([b.next_obs, b.obs], dim=1), self._task_rows(2 * m, b.obs.device)
+        )
+        u_next, u = u_both.split(m, dim=1)
+        logp_next, logp = logp_both.split(m, dim=1)
         with torch.no_grad():
-            u, logp = self.act(b.next_obs, rows)
-            tq = self.target(b.next_obs, torch.tanh(u), rows, frozen=True)
-            v = losses.continuous_next_value(tq[0], tq[1], logp, alpha)
+            tq = self.target(b.next_obs, torch.tanh(u_next), rows, frozen=True)
+            v = losses.continuous_next_value(tq[0], tq[1], logp_next, alpha)
             y = losses.soft_target(b.rewards, b.terminated, lr.cfg.gamma, v)
         q = self.critic(b.obs, torch.tanh(b.actions), rows, frozen=False)
         per_row = losses.critic_loss(q[0], q[1], y, b.weights)
         critic_loss = per_row.sum() / n
         lr._step(lr.critic_opt, critic_loss, self.critic.params, self._by_task(per_row, b, n))
         td = (0.5 * (q - y).abs().sum(0)).detach()
-        u, logp = self.act(b.obs, rows)
         pq = self.critic(b.obs, torch.tanh(u), rows, frozen=True)
         per_row = losses.continuous_actor_loss(logp, pq[0], pq[1], alpha) * b.mask
         actor_loss = per_row.sum() / n
@@ -328,18 +379,15 @@ class StackedSac:
             torch._foreach_lerp_(self.target.params, self.critic.params, sac.tau)
         sums = torch.stack([entropy, q[0].detach(), td], dim=-1).mul_(b.mask.unsqueeze(-1))
         lr.diagnostics.add(b.count, alpha_now, sums.sum(1))
-        if sac.prioritized:
-            errors = td.cpu().numpy()
-            for task, idx in b.indices.items():
-                lr.replays[task].update_priorities(idx, errors[task, : len(idx)])
-        return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double()
+        return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double(), td
 
     def _by_task(
         self, per_row: torch.Tensor, b: PaddedBatch, n: float
     ) -> dict[int, torch.Tensor] | None:
         """Each present task's part of the batch's mean loss (only when the tasks' gradients
-        are combined: ``learner.multitask.gradients``)."""
+        are combined: ``learner.multitask.gradients``; reads the counts on the host)."""
         if not self.learner.combining:
             return None
         parts = per_row.sum(1) / n
-        return {task: parts[task] for task in b.indices}
+        present = b.count.cpu().numpy() > 0
+        return {task: parts[task] for task in np.flatnonzero(present).tolist()}
