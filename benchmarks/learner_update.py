@@ -41,13 +41,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium import spaces as gym_spaces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 from step_anatomy import anatomy as step_anatomy
 
 from mtrl.algorithms import make_learner
-from mtrl.algorithms.sac import stacked_step
+from mtrl.algorithms.sac import graphed, stacked_step
 from mtrl.config import load_config
 from mtrl.learner import optim, stacked
 from mtrl.learner.batch import TaskBatch, task_batch
@@ -157,11 +158,15 @@ def measure(
     gradients: str | None = None,
     task_copies: int = 1,
     anatomy: bool = False,
+    box_spaces: str | None = None,
 ) -> dict[str, Any]:
     """Milliseconds per update (after 5 warm-up updates) on the config's smallest batch
     (``gradients`` overrides ``learner.multitask.gradients``; ``task_copies`` trains each task
     as that many tasks of its shape, each with its own encoder and head; ``anatomy``: also
-    the step's FLOPs, arithmetic floor and op counts, :mod:`step_anatomy`)."""
+    the step's FLOPs, arithmetic floor and op counts, :mod:`step_anatomy`; ``box_spaces``
+    ``"OBS:ACT"``: every task gets a float ``Box(OBS)`` observation and ``Box(ACT)`` action in
+    ``[-1, 1]`` instead of its env's, so a suite's shapes run where its envs are not installed:
+    ``39:4`` is Meta-World's)."""
     cfg = load_config(config)
     if task_copies > 1:  # a suite of many same-shaped tasks (MT10's shape) from any config
         cfg.tasks = [
@@ -177,6 +182,15 @@ def measure(
     plugins = get_plugins()
     spaces = []
     for t in cfg.tasks:
+        if box_spaces is not None:
+            obs, act = (int(x) for x in box_spaces.split(":"))
+            spaces.append(
+                TaskSpaces(
+                    gym_spaces.Box(-np.inf, np.inf, (obs,), np.float32),
+                    gym_spaces.Box(-1.0, 1.0, (act,), np.float32),
+                )
+            )
+            continue
         spec = plugins.envs.get(t.env)
         spaces.append(TaskSpaces(spec.observation_space, spec.action_space))
     torch.set_num_threads(cfg.learner.torch_threads)
@@ -249,11 +263,14 @@ def measure(
 
 def anatomy_line(a: dict[str, Any]) -> str:
     """One line of :func:`step_anatomy.anatomy`'s figures."""
-    line = (
-        f"  step anatomy: {a['gflop']:.3f} GFLOP, matmul floor {a['matmul_floor_ms']:.2f} ms "
-        f"({a['matmul_gflops']:.0f} GFLOP/s on the step's shapes), {a['ms_per_step']:.2f} ms "
-        f"per step = {a['ratio_to_floor']:.2f}x the floor, {a['aten_ops']:.0f} aten ops"
-    )
+    if a["gflop"] > 0:
+        line = (
+            f"  step anatomy: {a['gflop']:.3f} GFLOP, matmul floor {a['matmul_floor_ms']:.2f} ms "
+            f"({a['matmul_gflops']:.0f} GFLOP/s on the step's shapes), {a['ms_per_step']:.2f} "
+            f"ms per step = {a['ratio_to_floor']:.2f}x the floor, {a['aten_ops']:.0f} aten ops"
+        )
+    else:  # a replayed CUDA graph: nothing dispatched to count
+        line = f"  step anatomy: {a['ms_per_step']:.2f} ms per step (a replayed graph)"
     if "kernels" in a:
         line += (
             f", {a['kernel_launches']:.0f} kernel launches / {a['kernels']:.0f} kernels, "
@@ -277,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         "CartPole as ten tasks, MT10's shape without Meta-World)",
     )
     ap.add_argument(
+        "--box-spaces",
+        metavar="OBS:ACT",
+        help="give every task a float Box(OBS) observation and Box(ACT) action instead of its "
+        "env's (e.g. 39:4, Meta-World's shapes, where Meta-World is not installed)",
+    )
+    ap.add_argument(
         "--gradients",
         help="comma-separated learner.multitask.gradients to time side by side in 3 "
         "interleaved rounds, e.g. sum,pcgrad,cagrad (ratios to the first)",
@@ -298,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         help="time SAC's stacked gradient step (the default for tasks of one shape) against "
         "the per-task step, side by side in 3 interleaved rounds",
     )
+    ap.add_argument(
+        "--graphed",
+        action="store_true",
+        help="time SAC's stacked step replayed as a CUDA graph (the default on a GPU) against "
+        "it run eagerly, side by side in 3 interleaved rounds",
+    )
     args = ap.parse_args(argv)
     if args.gradients:
         return compare_gradients(args.config, args.updates, args.device, args.gradients, args)
@@ -314,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             args.profile,
             task_copies=args.task_copies,
             anatomy=True,
+            box_spaces=args.box_spaces,
         ),
     }
     print(
@@ -383,6 +413,7 @@ SWITCHES = {  # --NAME: the module flag it turns off, and what the off arm is ca
     "fused": (optim, "FUSED_ADAM", "unfused"),
     "stacked": (stacked, "STACKED", "per-task"),
     "stacked_step": (stacked_step, "ENABLED", "per-task-step"),
+    "graphed": (graphed, "GRAPHED", "eager"),
 }
 
 
@@ -400,7 +431,14 @@ def compare_switch(
             for arm, on in arms.items():
                 setattr(module, flag, on)
                 first = round_ == 0  # each arm's anatomy once
-                run = measure(config, updates, device, task_copies=args.task_copies, anatomy=first)
+                run = measure(
+                    config,
+                    updates,
+                    device,
+                    task_copies=args.task_copies,
+                    anatomy=first,
+                    box_spaces=args.box_spaces,
+                )
                 runs[arm].append(run)
                 unit = "ms_per_gradient_step" if "ms_per_gradient_step" in run else "ms_per_update"
                 # each reading as it comes: a time-boxed run cut short still leaves some

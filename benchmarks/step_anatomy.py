@@ -133,11 +133,14 @@ def _profile(step: Callable[[], Any], steps: int, device: torch.device) -> dict[
 
 def anatomy(step: Callable[[], Any], device: torch.device, steps: int = 10) -> dict[str, float]:
     """FLOPs, the arithmetic floor and the op counts of ``step`` (module docstring); takes
-    ``2 + steps`` real steps. ``ms_per_step`` is timed over ``steps`` of them."""
+    ``2 + 2 × steps`` real steps. ``ms_per_step`` is timed over ``steps`` of them. A step
+    replayed as a CUDA graph dispatches no op to count or time: its FLOPs read 0 and its floor
+    NaN (the same step run eagerly has them)."""
     with FlopCounterMode(display=False) as counter:
         step()
-    flops = counter.get_total_flops()
-    floor = time_calls(matmul_calls(step), device)
+    flops = counter.get_total_flops()  # 0 where a replayed CUDA graph dispatches nothing
+    calls = matmul_calls(step)
+    floor = time_calls(calls, device) if calls else float("nan")
     counts = _profile(step, steps, device)
     _sync(device)
     start = time.perf_counter()
@@ -148,8 +151,8 @@ def anatomy(step: Callable[[], Any], device: torch.device, steps: int = 10) -> d
     return {
         "gflop": flops / 1e9,
         "matmul_floor_ms": floor * 1e3,
-        "matmul_gflops": flops / 1e9 / floor if floor else float("nan"),
+        "matmul_gflops": flops / 1e9 / floor,
         "ms_per_step": ms,
-        "ratio_to_floor": ms / (floor * 1e3) if floor else float("nan"),
+        "ratio_to_floor": ms / (floor * 1e3),
         **counts,
     }

@@ -252,3 +252,68 @@ def test_anakin_trains_cartpole_on_the_gpu(compile_mode: str | bool) -> None:
     result = train_anakin([runner], learner, 1_500_000, target_return=300)
     returns = result.recent_returns[0]
     assert returns and np.mean(returns) >= 300, (result.env_steps, np.mean(returns))
+
+
+def _stacked_sac(graphs: bool) -> tuple[object, object]:
+    """A SAC learner over three tasks of one shape on the GPU (the stacked step; replayed as
+    a CUDA graph or not), its replays filled, each step drawing 8 rows of every task."""
+    from mtrl.algorithms.sac import graphed, make_sac_learner
+
+    box = TaskSpaces(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Box(-2, 2, (2,)))
+    cfg = parse_config(
+        "tasks: [{env: a/b}]\n"
+        "learner: {algorithm: sac, unroll_length: 8, device: cuda,"
+        " model: {encoder_dim: 16, torso: [16, 16]},"
+        " sac: {batch_size: 24, learning_starts: 100000, replay_ratio: 24}}\n"
+    )
+    graphed.GRAPHED = graphs
+    try:
+        torch.manual_seed(0)
+        model = MultiTaskModel([box] * 3, cfg.learner.model).to(GPU)
+        learner = make_sac_learner(model, cfg.learner, ["a", "b", "c"])
+    finally:
+        graphed.GRAPHED = True
+    assert learner.stacked is not None and (learner.stacked.graphed is not None) is graphs
+    for k in range(3):
+        learner.update([task_batch(_batch(k, box, 1.0, k), GPU)])  # stored, no step yet
+    learner.mix.split = lambda *_: np.array([8, 8, 8])  # type: ignore[method-assign]
+    learner.rng = np.random.default_rng(1)
+    learner.sac.learning_starts = 1
+    return learner, box
+
+
+def test_the_stacked_sac_step_replayed_as_a_cuda_graph_is_the_eager_step() -> None:
+    """Tasks of one shape on a GPU: the stacked step recorded once as a CUDA graph and
+    replayed (after its eager warm-up steps) ends at the eager step's parameters, step for
+    step, with the same noise; a replayed step launches its graph, not its kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graphed_learner, _ = _stacked_sac(True)
+    eager_learner, _ = _stacked_sac(False)
+    rows = 16  # the graph's rows per task for counts of 8: 8 x 1.25 rounded up to 8
+    noise = torch.zeros(3, 2 * rows, 2, device=GPU)  # read by the graph at each replay
+    graphed_learner._noise_like = lambda mean: noise  # type: ignore[method-assign]
+    eager_learner._noise_like = lambda mean: torch.cat(  # type: ignore[method-assign]
+        [noise[:, :8], noise[:, rows : rows + 8]], dim=1
+    )
+    g = torch.Generator().manual_seed(2)
+    ready = [0, 1, 2]
+    for _ in range(7):  # warm-up steps, the recording, replays
+        noise.copy_(torch.randn(noise.shape, generator=g))
+        a = graphed_learner._gradient_step(ready).cpu()
+        b = eager_learner._gradient_step(ready).cpu()
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert graphed_learner.stacked.graphed.recordings == 1
+    for name in ("model", "critic", "target"):
+        sa = getattr(graphed_learner, name).state_dict()
+        sb = getattr(eager_learner, name).state_dict()
+        for key in sa:
+            torch.testing.assert_close(sa[key], sb[key], rtol=1e-4, atol=1e-5, msg=key)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            graphed_learner._gradient_step(ready)
+        torch.cuda.synchronize()
+    launches = [e.name for e in prof.events() if "LaunchKernel" in e.name]
+    graphs = [e.name for e in prof.events() if e.name.startswith("cudaGraphLaunch")]
+    assert len(graphs) == 3 and len(launches) <= 3, (launches, graphs)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SAC's gradient step on a CUDA GPU, each part time-boxed: the CUDA tests of the SAC paths, then
+# on MT10's shapes (ten tasks of Box(39) / Box(4), Meta-World not needed) the stacked step
+# replayed as a CUDA graph against it run eagerly, and the stacked step against the per-task
+# step; then SAC with its defaults (Pendulum + Acrobot: two shapes, the per-task step). Each
+# benchmark prints ms per gradient step and the step's anatomy (kernel launches, kernels, the
+# device's busy share, the arithmetic floor). Logs and JSON land in OUT_DIR.
+#
+#   scripts/gpu_sac_step.sh OUT_DIR
+#
+# Needs mtrl's dependencies importable by $PYTHON (default python3) and mtrl on PYTHONPATH.
+# docs/BENCHMARKS.md ("SAC's step on the GPU") records what it measured.
+set -u
+out=${1:?usage: scripts/gpu_sac_step.sh OUT_DIR}
+py=${PYTHON:-python3}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 WANDB_MODE=offline
+
+run() {  # run NAME SECONDS CMD...
+    local name=$1 limit=$2 start
+    shift 2
+    start=$(date +%s)
+    timeout -s INT -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
+    echo "== $name: rc=$? in $(($(date +%s) - start)) s"
+    grep -E "passed|failed|error|ms per|anatomy|x as fast|/ |Error" "$out/$name.log" | tail -n 14
+}
+
+"$py" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
+run tests 120 "$py" -m pytest -q -p no:cacheprovider tests/gpu -k "sac or stacked"
+mt10=(configs/mt10.yaml --box-spaces 39:4 --device cuda --out-dir "$out")
+run mt10_graphed 120 "$py" benchmarks/learner_update.py "${mt10[@]}" --updates 3 --graphed
+run mt10_stacked 150 "$py" benchmarks/learner_update.py "${mt10[@]}" --updates 2 --stacked-step
+run defaults 80 "$py" benchmarks/learner_update.py benchmarks/configs/sac_defaults.yaml \
+    --device cuda --updates 1 --out-dir "$out"
