@@ -10,9 +10,11 @@ import torch
 from mtrl.actors.pool import TaskSetup
 from mtrl.config import ExperimentConfig
 from mtrl.config.loading import reserved_env_kwargs_problems
+from mtrl.coupling.protocol import SimulationError
 from mtrl.errors import ConfigError, EnvKwargsError, UserError
 from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
 from mtrl.plugins import BatchEnv, EnvSpec
+from mtrl.train.env_failures import SimulationStartError
 
 
 def check_env_kwargs(cfg: ExperimentConfig, i: int) -> None:
@@ -36,6 +38,10 @@ def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed:
         return spec.build(num_envs, seed, **task.env_kwargs)
     except EnvKwargsError as e:
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
+    except SimulationError as e:  # an external simulation's (mtrl/plugins/external)
+        if isinstance(e, UserError):  # spaces that differ from the registration: one line
+            raise UserError(f"tasks[{i}].env: {e}") from e
+        raise SimulationStartError(f"tasks[{i}] ({task.key})", e) from e
 
 
 def declared_spaces_hold(spec: EnvSpec) -> bool:
