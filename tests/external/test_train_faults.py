@@ -120,3 +120,23 @@ def test_a_crash_under_serial_actors_ends_with_a_checkpoint_and_the_resume_comma
     (run_dir,) = (tmp_path / "runs").glob("faulty__*")
     assert f"continue with: mtrl train --resume {run_dir}" in resume
     assert list((run_dir / "checkpoints").iterdir()), "no checkpoint written"
+
+
+@pytest.mark.parametrize("mode", ["serial", "process"])
+def test_tasks_of_one_env_keep_their_simulation_logs_apart(
+    site: Path, tmp_path: Path, mode: str
+) -> None:
+    """Two tasks of one env: each task's launches log into a folder of its own, named after
+    the task (they shared ``sim-logs/<env id>/``, numbered in one sequence)."""
+    tasks = _task("faulty/drift", "{say: from-a}", name="a")
+    tasks += _task("faulty/drift", "{say: from-b}", name="b")
+    cfg = _config(tmp_path / "c.yaml", tasks, mode=mode, steps=640)
+    cfg.write_text(cfg.read_text().replace("num_actors: 1", "num_actors: 2"))
+    res = _mtrl(site, "train", str(cfg))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (run_dir,) = (tmp_path / "runs").glob("faulty__*")
+    logs = run_dir / "sim-logs"
+    assert sorted(p.name for p in logs.iterdir()) == ["a", "b"]
+    for name in ("a", "b"):
+        texts = [p.read_text() for p in sorted((logs / name).glob("*.log"))]
+        assert texts and all(f"from-{name} (stderr)" in text for text in texts), texts
