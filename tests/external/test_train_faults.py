@@ -140,3 +140,20 @@ def test_tasks_of_one_env_keep_their_simulation_logs_apart(
     for name in ("a", "b"):
         texts = [p.read_text() for p in sorted((logs / name).glob("*.log"))]
         assert texts and all(f"from-{name} (stderr)" in text for text in texts), texts
+
+
+def test_under_process_actors_a_simulation_that_cannot_start_ends_in_one_line(
+    site: Path, tmp_path: Path
+) -> None:
+    """Process actors restart the code until the task is quarantined; the run then ends with
+    one line: the simulation's own last line and its whole log, which the run directory
+    keeps (the log tails the actors' reports quote are left to the console)."""
+    cfg = _config(tmp_path / "c.yaml", _task("faulty/typo"), mode="process")
+    cfg.write_text(cfg.read_text().replace("num_actors: 1}", "num_actors: 1, max_restarts: 1}"))
+    res = _mtrl(site, "train", str(cfg))
+    (line,) = _errors(res)
+    assert res.stderr.strip() == line
+    assert "every task is quarantined" in line and "task 'faulty/typo' quarantined" in line
+    assert "its last output line: ModuleNotFoundError: No module named 'mtrl_sim_typo'" in line
+    log = Path(re.search(r"\(whole log: (\S+)\)$", line).group(1))
+    assert "No module named 'mtrl_sim_typo'" in log.read_text()

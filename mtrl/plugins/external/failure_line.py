@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from mtrl.coupling.protocol import SimulationError
+from mtrl.plugins.external.sim_logs import QUOTE, TAIL_END
 
 #: How much of a log's end is read to find its last line.
 _TAIL_BYTES = 8192
@@ -51,3 +52,20 @@ def one_line(error: BaseException, log: Path | None = None) -> str:
     said = f"; its last output line: {last}" if last and last not in first else ""
     where = f" (whole log: {log})" if log is not None and Path(log).exists() else ""
     return f"{first}{said}{where}"
+
+
+def condense(text: str) -> str:
+    """A fault's text (an actor's report of a simulation's failure, whose message quotes its
+    log's last lines: :func:`~mtrl.plugins.external.sim_logs.log_tail`) in one line: its
+    first line, the last quoted line and where the whole log is. Other text: its first line."""
+    lines = text.splitlines()
+    if not lines:
+        return ""
+    quoted = [line[len(QUOTE) :].strip() for line in lines if line.startswith(QUOTE.rstrip())]
+    quoted = [line for line in quoted if line and not line.startswith("[mtrl")]
+    said = f"; its last output line: {quoted[-1]}" if quoted else ""
+    end = next((line for line in lines if line.startswith(TAIL_END)), "")
+    where = ""
+    if "(whole log: " in end:
+        where = " (whole log: " + end.split("(whole log: ", 1)[1].split(") ---", 1)[0] + ")"
+    return f"{lines[0]}{said}{where}"

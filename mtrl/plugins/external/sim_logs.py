@@ -80,6 +80,12 @@ def _kept(path: Path) -> bool:
     return bool(root) and Path(root) in path.parents
 
 
+#: The lines :func:`log_tail` puts around the quoted output, and the prefix of each quoted line.
+TAIL_START = "--- the simulation's output, last lines ---"
+TAIL_END = "--- end of the simulation's output"
+QUOTE = "| "
+
+
 def log_tail(path: Path | None, limit: int = 2000) -> str:
     """The last ``limit`` characters of a simulation's log, quoted on lines of their own
     (``| `` before each) between two lines of mtrl's, so that text mtrl adds after an error
@@ -97,8 +103,5 @@ def log_tail(path: Path | None, limit: int = 2000) -> str:
     if size > limit and len(lines) > 1:
         lines = lines[1:]  # the first one is cut
     where = f" (whole log: {path})" if _kept(path) else ""
-    quoted = "\n".join(f"| {line}".rstrip() for line in lines)
-    return (
-        f"\n--- the simulation's output, last lines ---\n{quoted}\n"
-        f"--- end of the simulation's output{where} ---"
-    )
+    quoted = "\n".join(f"{QUOTE}{line}".rstrip() for line in lines)
+    return f"\n{TAIL_START}\n{quoted}\n{TAIL_END}{where} ---"
