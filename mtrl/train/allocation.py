@@ -37,7 +37,7 @@ def observe_faults(pool: ActorPool, rebalancer: Rebalancer, names: Sequence[str]
     if all(f.quarantined for f in faults):
         problems = [
             f"every task is quarantined after repeated actor failures: task {n!r} quarantined "
-            f"after {f.faults} ({f.kinds_text()}); the last: {condense(f.last_error)}"
+            f"after {f.faults} failures ({f.kinds_text()}); the last: {condense(f.last_error)}"
             for n, f in zip(names, faults, strict=True)
         ]  # one line per task: a simulation's with its last output line and its whole log
         raise UserError("\n".join(problems), problems=problems)
