@@ -43,8 +43,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install_plugin(tmp_path_factory.mktemp("site"), "faulty", PLUGIN)
 
 
-def _mtrl(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_mtrl(*args, site=site, MTRL_PLUGINS="faulty")
+def _mtrl(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return run_mtrl(*args, site=site, MTRL_PLUGINS="faulty", **env)
 
 
 def _config(path: Path, tasks: str, mode: str = "serial", steps: int = 1280) -> Path:
@@ -90,7 +90,7 @@ def test_a_simulation_that_cannot_start_is_said_with_its_own_last_line(
     (train's run directory goes, but its simulation logs are kept elsewhere)."""
     cfg = _config(tmp_path / "c.yaml", _task("faulty/typo"))
     args = ["validate", "--check-envs"] if command == "validate" else ["train"]
-    res = _mtrl(site, *args, str(cfg))
+    res = _mtrl(site, *args, str(cfg), TMPDIR=str(tmp_path))  # where kept logs go
     if command == "validate":
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         (line,) = res.stderr.strip().splitlines()
@@ -102,6 +102,7 @@ def test_a_simulation_that_cannot_start_is_said_with_its_own_last_line(
     assert "exited with status 1" in line
     assert "its last output line: ModuleNotFoundError: No module named 'mtrl_sim_typo'" in line
     log = Path(re.search(r"\(whole log: (\S+)\)$", line).group(1))
+    assert tmp_path in log.parents
     assert "No module named 'mtrl_sim_typo'" in log.read_text()
 
 
