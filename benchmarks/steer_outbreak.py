@@ -102,6 +102,7 @@ def train(config: Path, seed: int, steps: int, work_dir: Path) -> tuple[Path, fl
     data = yaml.safe_load(config.read_text())
     data["tracking"] = {**data.get("tracking", {}), "run_dir": str(work_dir)}
     data["tracking"]["wandb"] = {"mode": "disabled"}
+    data["actors"] = {**data.get("actors", {}), "mode": "serial"}  # as measured (BENCHMARKS)
     seed_config = work_dir / f"seed{seed}.yaml"
     seed_config.write_text(yaml.safe_dump(data, sort_keys=False))
     cmd = [sys.executable, "-m", "mtrl.cli", "train", str(seed_config), "--seed", str(seed)]

@@ -18,6 +18,17 @@ class UserError(MtrlError):
         super().__init__(message)
         self.problems = problems or [message]
 
+    @property
+    def problems(self) -> list[str]:
+        """One line per problem. A subclass that also derives from a built-in exception
+        (``class E(SimulationError, UserError)``) runs that one's ``__init__``, not this
+        class's: its message, line by line, is then the list."""
+        return self.__dict__.get("_problems") or str(self).splitlines() or [repr(self)]
+
+    @problems.setter
+    def problems(self, lines: list[str]) -> None:
+        self.__dict__["_problems"] = list(lines)
+
 
 class ConfigError(UserError):
     """An experiment config failed to load or validate; ``problems`` has one line per issue."""

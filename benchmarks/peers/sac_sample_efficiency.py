@@ -68,6 +68,7 @@ class Env:
     impala_max_steps: int
     impala_sets: list[str] = field(default_factory=list)
     peer: str = PEER_VENV  # SB3's venv (sb3_mtrl for an mtrl env: mtrl and its plugin in it)
+    sets: list[str] = field(default_factory=list)  # for both rules (the setup as measured)
 
 
 ENVS: dict[str, Env] = {
@@ -95,6 +96,7 @@ ENVS: dict[str, Env] = {
         2_000_000,
         ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
         peer="sb3_mtrl",
+        sets=["actors.mode=serial"],  # the config's process actors restart a crashed env
     ),
 }
 
@@ -131,7 +133,7 @@ def run_sb3(env: Env, seed: int, eval_episodes: int) -> dict[str, Any]:
 def run_mtrl(env: Env, seed: int, eval_episodes: int, algorithm: str, work: Path) -> dict[str, Any]:
     """One mtrl seed through ``benchmarks/learning.py``: its per-task figures, or an ``error``."""
     name = f"sacse_{algorithm}_{seed}"
-    sets = [] if algorithm == "sac" else ["learner.algorithm=impala", *env.impala_sets]
+    sets = env.sets + ([] if algorithm == "sac" else ["learner.algorithm=impala", *env.impala_sets])
     steps = env.sac_max_steps if algorithm == "sac" else env.impala_max_steps
     cmd = [
         sys.executable,

@@ -87,9 +87,11 @@ class RemoteActor:
     def start(self) -> str:
         """Build and reset the env; returns the id of the node this actor runs on."""
         from mtrl.plugins import get_plugins
+        from mtrl.plugins.external import sim_logs
 
         s = self.spec
-        env = get_plugins().envs.get(s.env_id).build(s.num_envs, s.seed, **s.env_kwargs)
+        with sim_logs.for_task(s.task_name):  # a simulation's logs: in the task's folder
+            env = get_plugins().envs.get(s.env_id).build(s.num_envs, s.seed, **s.env_kwargs)
         self.stepper = EnvStepper(env, s.reward_scale, f"{s.task_name} (actor {s.actor_id})")
         self.buffers = [
             UnrollBuffer.allocate(

@@ -3,9 +3,11 @@ learner's own model (debugging, tests, and often the fastest choice on one or tw
 
 Same contract as :class:`~mtrl.actors.pool.ParallelPool` — ``get()`` ready unrolls, learn from
 them, ``release()`` them, ``publish()`` the new weights — but nothing runs concurrently, and
-an env error propagates with its traceback instead of counting as a fault. With no actors to
-move, a scheduler's target data shares become turns (:mod:`mtrl.actors.turns`): a solved task
-can step less often, a lagging one more, in the one thread.
+an env error stops the pool (:class:`SerialEnvError`, naming the task, the original error as
+its cause) instead of counting as a fault: the trainer then checkpoints and says how to go
+on. With no actors to move, a scheduler's target data shares become turns
+(:mod:`mtrl.actors.turns`): a solved task can step less often, a lagging one more, in the one
+thread.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ from mtrl.actors.server import ActorEvent, ReadyUnroll
 from mtrl.actors.turns import take_turns, turn_rates
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.plugins import BatchEnv
+
+
+class SerialEnvError(RuntimeError):
+    """A task's env (or acting on it) failed in the serial pool, which cannot restart it;
+    ``cause`` is the env's exception (also the ``__cause__``)."""
+
+    def __init__(self, task: int, name: str, cause: BaseException) -> None:
+        super().__init__(f"task {name!r}: {type(cause).__name__}: {cause}")
+        self.task, self.name, self.cause = task, name, cause
 
 
 class SerialPool:
@@ -82,7 +93,10 @@ class SerialPool:
             a = self.actors[k]
             s = a.stepper
             env_s0, t0 = s.env_seconds, time.perf_counter()
-            buf = a.collect(self._act)
+            try:
+                buf = a.collect(self._act)
+            except Exception as e:
+                raise SerialEnvError(a.task, a.stepper.name, e) from e
             returns, lengths, successes = s.episodes.drain()
             info = P.UnrollInfo(
                 slot=-1,

@@ -128,8 +128,11 @@ def actor_main(spec: ActorSpec, conn: Connection) -> None:
         _setup_process(spec.actor_id)
     try:
         from mtrl.plugins import get_plugins
+        from mtrl.plugins.external import sim_logs
 
-        env = get_plugins().envs.get(spec.env_id).build(spec.num_envs, spec.seed, **spec.env_kwargs)
+        with sim_logs.for_task(spec.task_name):  # a simulation's logs: in the task's folder
+            env_spec = get_plugins().envs.get(spec.env_id)
+            env = env_spec.build(spec.num_envs, spec.seed, **spec.env_kwargs)
         stepper = EnvStepper(env, spec.reward_scale, f"{spec.task_name} (actor {spec.actor_id})")
         arena = Arena.attach(spec.layout)
         slots = [

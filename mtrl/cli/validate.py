@@ -5,7 +5,11 @@ and checks that the learner can train on its spaces."""
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from mtrl.cli.exit_codes import EXIT_USER_ERROR
@@ -14,13 +18,26 @@ from mtrl.errors import UserError
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate configs; one line per problem with file, line and YAML path."""
+    from mtrl.plugins import get_plugins
+
+    plugins = get_plugins()
+    failed = False
+    logs = _SimLogs() if args.check_envs else None
+    try:
+        failed = _validate_each(args, plugins, logs)
+    finally:
+        if logs is not None:
+            logs.close()
+    return EXIT_USER_ERROR if failed else 0
+
+
+def _validate_each(args: argparse.Namespace, plugins: Any, logs: _SimLogs | None) -> bool:
+    """Validate each config of ``args``, printing its result; True when any failed."""
     from mtrl.actors.ray_cluster import placement_notes, ray_mode_problems
     from mtrl.config import load_config
-    from mtrl.plugins import get_plugins
     from mtrl.train.budget_check import weight_notes
     from mtrl.train.preflight import check_memory
 
-    plugins = get_plugins()
     failed = False
     for path in args.configs:
         try:
@@ -30,8 +47,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             )
             _check_commands(cfg, plugins, path)
             _check_trackers(cfg, path)
-            if args.check_envs:
-                _check_envs(cfg, plugins, path)
+            if logs is not None:
+                _check_envs(cfg, plugins, path, logs)
             specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
             check_memory(cfg, specs, source=path)  # the envs' spaces only with --check-envs
             if problems := ray_mode_problems(cfg, path, cluster=args.check_envs):
@@ -45,7 +62,35 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"{path}: ok ({len(cfg.tasks)} tasks: {tasks})")
         for note in weight_notes(cfg) + placement_notes(cfg):
             print(f"{path}: warning: {note}")
-    return EXIT_USER_ERROR if failed else 0
+    return failed
+
+
+class _SimLogs:
+    """Where the simulations ``--check-envs`` launches log: a temp folder, kept only when an
+    error names a log in it (so the path it gives exists), deleted otherwise."""
+
+    def __init__(self) -> None:
+        from mtrl.plugins.external import sim_logs
+
+        self.dir = Path(tempfile.mkdtemp(prefix="mtrl-validate-"))
+        self.cited = False
+        self._previous = os.environ.get(sim_logs.LOG_DIR_ENV)
+        sim_logs.use_dir(self.dir / "sim-logs")
+
+    def line(self, error: BaseException) -> str:
+        """``error`` in one line; a simulation's with its last output line and whole log."""
+        from mtrl.plugins.external.failure_line import one_line
+
+        text = one_line(error)
+        self.cited |= str(self.dir) in text
+        return text
+
+    def close(self) -> None:
+        from mtrl.plugins.external import sim_logs
+
+        sim_logs.use_dir(Path(self._previous) if self._previous else None)
+        if not self.cited:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _check_trackers(cfg: Any, path: str) -> None:
@@ -79,11 +124,13 @@ def _check_commands(cfg: Any, plugins: Any, path: str) -> None:
         raise UserError("\n".join(problems), problems=problems)
 
 
-def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
+def _check_envs(cfg: Any, plugins: Any, path: str, logs: _SimLogs) -> None:
     """Build one copy of every task's env with its kwargs and check that the learner can train
     on its spaces (the encoders and heads ``train`` builds), so bad kwargs and unsupported
-    spaces surface now; each problem names the task's line in the config."""
+    spaces surface now; each problem names the task's line in the config. A simulation that
+    cannot start is said with its own last output line and where its whole log is."""
     from mtrl.config.lines import config_location
+    from mtrl.coupling.protocol import SimulationError
     from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
 
     problems = []
@@ -91,6 +138,10 @@ def _check_envs(cfg: Any, plugins: Any, path: str) -> None:
         try:
             spec = plugins.envs.get(task.env)
             env = spec.build(num_envs=spec.num_envs_multiple, seed=0, **task.env_kwargs)
+        except SimulationError as e:
+            where = config_location(path, ("tasks", i, "env"))
+            problems.append(f"{where}: tasks[{i}].env: {logs.line(e)}")
+            continue
         except Exception as e:
             msg = f"{type(e).__name__}: {e}".splitlines()[0]
             where = config_location(path, ("tasks", i, "env_kwargs"))

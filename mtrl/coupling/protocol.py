@@ -55,7 +55,12 @@ class SimulationError(RuntimeError):
 
     Defined in this leaf module so that :class:`ProtocolError` is one: every way a simulation
     can fail reaches the actor layer as one family, which it counts as a fault of the env.
+
+    ``log``: the file the simulation's output went to, when mtrl launched it (set by the link
+    that raised), so a report can quote its last line and say where the rest is.
     """
+
+    log: Any = None
 
 
 class ProtocolError(SimulationError):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool, TurnTakingPool
 from mtrl.errors import UserError
+from mtrl.plugins.external.failure_line import condense
 from mtrl.scheduler import Rebalancer
 from mtrl.train.unroll_queue import UnrollQueue
 
@@ -34,12 +35,12 @@ def observe_faults(pool: ActorPool, rebalancer: Rebalancer, names: Sequence[str]
         if f.quarantined:
             rebalancer.quarantine(i)
     if all(f.quarantined for f in faults):
-        raise UserError(
-            "every task is quarantined after repeated actor failures: "
-            + "; ".join(
-                f"{n}: {f.reason or f.last_error}" for n, f in zip(names, faults, strict=True)
-            )
-        )
+        problems = [
+            f"every task is quarantined after repeated actor failures: task {n!r} quarantined "
+            f"after {f.faults} failures ({f.kinds_text()}); the last: {condense(f.last_error)}"
+            for n, f in zip(names, faults, strict=True)
+        ]  # one line per task: a simulation's with its last output line and its whole log
+        raise UserError("\n".join(problems), problems=problems)
 
 
 def set_share_targets(pool: ActorPool, queue: UnrollQueue, shares: Sequence[float | None]) -> None:

@@ -10,9 +10,12 @@ import torch
 from mtrl.actors.pool import TaskSetup
 from mtrl.config import ExperimentConfig
 from mtrl.config.loading import reserved_env_kwargs_problems
+from mtrl.coupling.protocol import SimulationError
 from mtrl.errors import ConfigError, EnvKwargsError, UserError
 from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
 from mtrl.plugins import BatchEnv, EnvSpec
+from mtrl.plugins.external import sim_logs
+from mtrl.train.env_failures import SimulationStartError
 
 
 def check_env_kwargs(cfg: ExperimentConfig, i: int) -> None:
@@ -33,9 +36,14 @@ def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed:
     task = cfg.tasks[i]
     check_env_kwargs(cfg, i)
     try:
-        return spec.build(num_envs, seed, **task.env_kwargs)
+        with sim_logs.for_task(task.key):  # a simulation's logs go to the task's folder
+            return spec.build(num_envs, seed, **task.env_kwargs)
     except EnvKwargsError as e:
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
+    except SimulationError as e:  # an external simulation's (mtrl/plugins/external)
+        if isinstance(e, UserError):  # spaces that differ from the registration: one line
+            raise UserError(f"tasks[{i}].env: {e}") from e
+        raise SimulationStartError(f"tasks[{i}] ({task.key})", e) from e
 
 
 def declared_spaces_hold(spec: EnvSpec) -> bool:

@@ -23,6 +23,7 @@ from mtrl.actors.factory import make_pool
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.pool_protocol import ActorPool, ClusterPool
 from mtrl.actors.protocol import UnrollInfo
+from mtrl.actors.serial_pool import SerialEnvError
 from mtrl.actors.server import ReadyUnroll
 from mtrl.algorithms import make_learner
 from mtrl.anakin import AnakinRunner
@@ -37,7 +38,7 @@ from mtrl.plugins.external import sim_logs
 from mtrl.scheduler import Rebalancer
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
-from mtrl.train import run_state
+from mtrl.train import env_failures, run_state
 from mtrl.train.allocation import apply_initial, observe_faults, rebalance
 from mtrl.train.final_eval import FinalEval, final_eval
 from mtrl.train.liveness import Liveness
@@ -155,15 +156,19 @@ class Trainer:
                 trackers if self.ctx.is_main else [],  # replicas log nothing (rank 0 does)
                 console=None if console else "quiet",
             )
-        except BaseException:
+        except BaseException as e:
             for env in envs:
                 if env is not None:
                     env.close()
             self.close()
-            if run_dir is None and self.run_dir is not None:  # nothing half-made is left
-                shutil.rmtree(self.run_dir, ignore_errors=True)
+            leaving = self.run_dir if run_dir is None else None  # made here: it goes
+            said = env_failures.start_failure(e, leaving)  # (its simulation logs kept)
+            if leaving is not None:  # nothing half-made is left
+                shutil.rmtree(leaving, ignore_errors=True)
                 with contextlib.suppress(OSError):  # the runs folder too, if now empty
-                    self.run_dir.parent.rmdir()
+                    leaving.parent.rmdir()
+            if said is not None:  # a simulation that cannot start: one line, no traceback
+                raise said from e
             raise
         self.progress = [TaskProgress() for _ in cfg.tasks]
         self.total_env_steps = 0  # over all replicas (this process's own when alone)
@@ -196,7 +201,7 @@ class Trainer:
         queue = self.queue
         while not done:
             # Anakin tasks always have work: never block on the actors then.
-            for ru in self.pool.get(timeout=0.0 if self.anakin else queue.wait_s()):
+            for ru in self._get(0.0 if self.anakin else queue.wait_s(), start):
                 self._accept(ru)
                 queue.add(ru)
             for runner in self.anakin:
@@ -241,6 +246,18 @@ class Trainer:
         return TrainResult(
             self.run_dir, steps, self.updates, seconds, results, final.episodes, start_steps
         )
+
+    def _get(self, timeout: float, start: float) -> list[ReadyUnroll]:
+        """The actors' ready unrolls. An env that failed under serial actors (which cannot
+        restart it) ends the run here: a checkpoint of what was done, then one line that says
+        why and how to resume (:func:`~mtrl.train.env_failures.serial_crash_error`)."""
+        try:
+            return self.pool.get(timeout=timeout)
+        except SerialEnvError as e:
+            saved, ck = None, self.cfg.checkpoint
+            if ck.enabled and self.run_dir is not None and not self.ctx.distributed:
+                saved = self.save_checkpoint(time.perf_counter() - start)
+            raise env_failures.serial_crash_error(e.name, e.cause, self.run_dir, saved) from e
 
     def run_final_eval(self, record: dict[str, float]) -> FinalEval:
         """The greedy evaluation at the end of :meth:`run` (``tracking.final_eval_episodes``),

@@ -149,7 +149,9 @@ class Link:
             how = f"was killed by {signal.Signals(code - 128).name} (a rank crashed or was killed)"
         else:
             how = f"exited with status {code} (a rank crashed, was killed, or the code aborted)"
-        raise SimulationCrashed(f"{self.label}: the simulation {how}{log_tail(self.log)}")
+        raise self._with_log(
+            SimulationCrashed(f"{self.label}: the simulation {how}{log_tail(self.log)}")
+        )
 
     def _check_monitor(self) -> None:
         """Raise :class:`SimulationDisconnected` when the simulation's connection is gone
@@ -166,10 +168,12 @@ class Link:
                 "CURVE and the other plain tcp:// (docs/COUPLING.md, section 2)"
             )
         self._check_process(grace_s=1.0)  # a crash explains itself better
-        raise SimulationDisconnected(
-            f"{self.label}: the simulation at {self.address} disconnected (closed its "
-            "socket, died, stopped answering ZeroMQ heartbeats, or sent a frame over "
-            f"max_message_bytes={self.max_message_bytes})" + log_tail(self.log)
+        raise self._with_log(
+            SimulationDisconnected(
+                f"{self.label}: the simulation at {self.address} disconnected (closed its "
+                "socket, died, stopped answering ZeroMQ heartbeats, or sent a frame over "
+                f"max_message_bytes={self.max_message_bytes})" + log_tail(self.log)
+            )
         )
 
     def _timeout(self, what: str, timeout_s: float) -> SimulationTimeout:
@@ -181,11 +185,18 @@ class Link:
             if failed
             else ""
         )
-        return SimulationTimeout(
-            f"{self.label}: no answer to {what} within {timeout_s:g}s: the simulation hangs "
-            f"(raise the env's step_timeout_s if its steps are really that slow){knocks}"
-            + log_tail(self.log)
+        return self._with_log(
+            SimulationTimeout(
+                f"{self.label}: no answer to {what} within {timeout_s:g}s: the simulation hangs "
+                f"(raise the env's step_timeout_s if its steps are really that slow){knocks}"
+                + log_tail(self.log)
+            )
         )
+
+    def _with_log(self, error: SimulationError) -> Any:
+        """``error`` with this simulation's log attached (``SimulationError.log``)."""
+        error.log = self.log
+        return error
 
     # -- messages ---------------------------------------------------------------------------
     def send(
@@ -251,7 +262,9 @@ class Link:
             text = bytes(frames[1].buffer).decode(errors="replace") if len(frames) > 1 else ""
             if len(text) > 2000:
                 text = text[:2000] + "..."
-            raise SimulationReportedError(f"{self.label}: the simulation reported: {text}")
+            raise self._with_log(
+                SimulationReportedError(f"{self.label}: the simulation reported: {text}")
+            )
         if head.seq != seq:
             return None  # a late answer to a request that already timed out
         op, count = self._asked

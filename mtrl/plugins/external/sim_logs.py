@@ -3,8 +3,11 @@
 Everything a simulation writes to stdout or stderr (every rank's, through ``mpiexec``) goes to
 one log file per launched process. During ``mtrl train`` the trainer names a directory in the
 run directory (:func:`use_dir` sets ``$MTRL_SIM_LOG_DIR``, which actor processes inherit), and
-each process's log is kept there as ``<run_dir>/sim-logs/<env id>/<n>.log`` (``n`` counts the
-launches of that env: restarts after a fault get new files, so the crashed one's log stays).
+each process's log is kept there as ``<run_dir>/sim-logs/<task>/<n>.log``: ``<task>`` is the
+task's name (its env id when it has none; whoever builds a task's env says which with
+:func:`for_task`), so tasks of one env never share a folder, and ``n`` counts the task's
+launches (restarts after a fault get new files, so the crashed one's log stays). An env built
+outside any task keeps its logs under its env id.
 Elsewhere (``mtrl validate``, ``mtrl envs``, a script) the log lives in the env's temporary
 directory and goes with it when the env is closed; errors quote its last lines either way.
 
@@ -16,6 +19,9 @@ says so, so a chatty code cannot fill the disk and the end (what matters after a
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 #: The directory under which launched simulations keep their logs (set by the trainer).
@@ -23,6 +29,21 @@ LOG_DIR_ENV = "MTRL_SIM_LOG_DIR"
 
 #: Default cap of one process's log, in bytes.
 DEFAULT_MAX_BYTES = 4 << 20
+
+
+#: The task whose env is being built in this thread (:func:`for_task`), else None.
+_TASK: ContextVar[str | None] = ContextVar("mtrl_sim_log_task", default=None)
+
+
+@contextmanager
+def for_task(name: str | None) -> Iterator[None]:
+    """Simulations launched inside (by building a task's env, in this thread) keep their logs
+    in the folder of task ``name`` (``task.key``: its name, or its env id when it has none)."""
+    token = _TASK.set(name)
+    try:
+        yield
+    finally:
+        _TASK.reset(token)
 
 
 def use_dir(path: Path | None) -> None:
@@ -35,13 +56,14 @@ def use_dir(path: Path | None) -> None:
 
 
 def new_log(env_id: str, temp_dir: Path, k: int) -> Path:
-    """A fresh log file for process ``k`` of an env: numbered in ``$MTRL_SIM_LOG_DIR/<env id>``
-    when that is set (``O_EXCL``, so actors launching at once never share one), else
-    ``temp_dir/<k>.log``."""
+    """A fresh log file for process ``k`` of an env: numbered in ``$MTRL_SIM_LOG_DIR/<task>``
+    (:func:`for_task`; the env id outside a task) when that is set (``O_EXCL``, so actors
+    launching at once never share one), else ``temp_dir/<k>.log``."""
     root = os.environ.get(LOG_DIR_ENV)
     if not root:
         return temp_dir / f"{k}.log"
-    folder = Path(root).joinpath(*[p for p in env_id.split("/") if p not in ("", ".", "..")])
+    name = _TASK.get() or env_id
+    folder = Path(root).joinpath(*[p for p in name.split("/") if p not in ("", ".", "..")])
     folder.mkdir(parents=True, exist_ok=True)
     n = len(os.listdir(folder))
     while True:
@@ -56,6 +78,12 @@ def new_log(env_id: str, temp_dir: Path, k: int) -> Path:
 def _kept(path: Path) -> bool:
     root = os.environ.get(LOG_DIR_ENV)
     return bool(root) and Path(root) in path.parents
+
+
+#: The lines :func:`log_tail` puts around the quoted output, and the prefix of each quoted line.
+TAIL_START = "--- the simulation's output, last lines ---"
+TAIL_END = "--- end of the simulation's output"
+QUOTE = "| "
 
 
 def log_tail(path: Path | None, limit: int = 2000) -> str:
@@ -75,8 +103,5 @@ def log_tail(path: Path | None, limit: int = 2000) -> str:
     if size > limit and len(lines) > 1:
         lines = lines[1:]  # the first one is cut
     where = f" (whole log: {path})" if _kept(path) else ""
-    quoted = "\n".join(f"| {line}".rstrip() for line in lines)
-    return (
-        f"\n--- the simulation's output, last lines ---\n{quoted}\n"
-        f"--- end of the simulation's output{where} ---"
-    )
+    quoted = "\n".join(f"{QUOTE}{line}".rstrip() for line in lines)
+    return f"\n{TAIL_START}\n{quoted}\n{TAIL_END}{where} ---"

@@ -187,3 +187,32 @@ def test_a_crashed_or_hung_simulation_is_a_counted_fault_and_the_actor_restarts(
     while _workers() - before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _workers() - before, "no SUMO worker outlives its actor"
+
+
+def _python(code: str) -> str:
+    """The stdout of ``python -c code`` (its SUMO workers inherit it)."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_libsumos_pyarrow_warning_is_said_only_where_pyarrow_is_loaded() -> None:
+    """libsumo warns at import when the installed pyarrow differs from the Arrow it bundles;
+    every SUMO worker printed it (twice a run: the actor's and the final evaluation's), though
+    no worker loads pyarrow. Now only a process that has pyarrow loaded says it."""
+    if "pyarrow" not in _python("import libsumo"):
+        pytest.skip("no pyarrow, or one that matches libsumo's Arrow: libsumo warns of nothing")
+    two_workers = (
+        "from mtrl.plugins import make_env\n"
+        "for seed in (0, 1):\n"
+        f"    env = make_env({ENV!r}, 9, seed=seed, num_seconds=50)\n"
+        "    env.reset()\n"
+        "    env.close()\n"
+    )
+    assert "pyarrow" not in _python(two_workers)
+    loaded = "import pyarrow\nfrom mtrl_sumo.simulation import import_libsumo\nimport_libsumo()"
+    said = _python(loaded)
+    assert said.count("Warning! pyarrow") == 1

@@ -9,6 +9,9 @@ process of its own.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,20 @@ CONTROLLERS = ("agent", "fixed", "actuated")
 VEHICLE_SPACE_M = 7.5  # a car's length plus its gap: a lane of L metres holds L / 7.5 cars
 GREENS, LANES = 2, 8  # per intersection: green phases of the program, incoming lanes
 OBS_SIZE = GREENS + 1 + 2 * LANES  # greens one-hot, min_green passed, (vehicles, halted) per lane
+
+
+def import_libsumo() -> Any:
+    """``import libsumo``, without its import-time warning that the installed pyarrow may be
+    incompatible with the Arrow library libsumo bundles: that matters only where pyarrow is
+    loaded into the same process, which a simulation's own worker process never does (every
+    worker printed it, so a run repeated it at each start). Where pyarrow is loaded, the
+    warning is printed as libsumo says it."""
+    if "pyarrow" in sys.modules:
+        import libsumo
+    else:
+        with contextlib.redirect_stdout(io.StringIO()):
+            import libsumo
+    return libsumo
 
 
 @dataclass
@@ -87,9 +104,7 @@ class GridSimulation:
 
     def __init__(self, controller: str = "agent", **settings: Any) -> None:
         s = Settings(controller, **settings)
-        import libsumo
-
-        self.sumo: Any = libsumo
+        self.sumo: Any = import_libsumo()
         self.controller = s.controller
         self.num_seconds, self.delta_time = s.num_seconds, s.delta_time
         self.yellow_time, self.min_green = s.yellow_time, s.min_green
