@@ -19,9 +19,18 @@ from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
 OBS, ACT, T = 5, 2, 8
 BOX = TaskSpaces(spaces.Box(-4, 4, (OBS,), np.float32), spaces.Box(-1, 1, (ACT,), np.float32))
+#: Spaces the stacked step groups otherwise: another observation size, Discrete actions, an
+#: image (a conv encoder: a group of its own), scaled integers (likewise).
+OTHER = TaskSpaces(spaces.Box(-4, 4, (3,), np.float32), spaces.Box(-2, 2, (ACT,), np.float32))
+DISCRETE = TaskSpaces(spaces.Box(-4, 4, (4,), np.float32), spaces.Discrete(3))
+IMAGE = TaskSpaces(spaces.Box(0, 255, (2, 8, 8), np.uint8), spaces.Discrete(2))
+INTS = TaskSpaces(spaces.Box(0, 9, (OBS,), np.int64), spaces.Box(-1, 1, (ACT,), np.float32))
+MIXED = [BOX, OTHER, DISCRETE, DISCRETE, IMAGE, INTS, BOX]
 
 
-def _learner(k: int, stacked: bool, sac: str = "", model: str = "", **over: str) -> SacLearner:
+def _learner(
+    tasks: list[TaskSpaces], stacked: bool, sac: str = "", model: str = "", **over: str
+) -> SacLearner:
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
         f"learner: {{algorithm: sac, unroll_length: {T}, "
@@ -30,23 +39,34 @@ def _learner(k: int, stacked: bool, sac: str = "", model: str = "", **over: str)
         f"sac: {{replay_ratio: 4, batch_size: 24, learning_starts: 1 {sac}}}}}\n"
     )
     torch.manual_seed(0)
-    net = MultiTaskModel([BOX] * k, cfg.learner.model)
+    net = MultiTaskModel(tasks, cfg.learner.model)
     before = stacked_step.ENABLED
     stacked_step.ENABLED = stacked
     try:
-        return make_sac_learner(net, cfg.learner, [f"t{i}" for i in range(k)])
+        return make_sac_learner(net, cfg.learner, [f"t{i}" for i in range(len(tasks))])
     finally:
         stacked_step.ENABLED = before
 
 
-def _batch(task: int, rng: np.random.Generator) -> TaskBatch:
+def _sample(space: spaces.Space, shape: tuple[int, ...], rng: np.random.Generator) -> torch.Tensor:
+    if isinstance(space, spaces.Discrete):
+        return torch.as_tensor(rng.integers(0, int(space.n), shape))
+    if np.issubdtype(space.dtype, np.integer):
+        high = int(np.max(space.high))
+        return torch.as_tensor(
+            rng.integers(0, high + 1, (*shape, *space.shape)).astype(space.dtype)
+        )
+    return torch.as_tensor(rng.normal(size=(*shape, *space.shape)), dtype=torch.float32)
+
+
+def _batch(task: int, space: TaskSpaces, rng: np.random.Generator) -> TaskBatch:
     n = 3
     terminated = torch.zeros(T, n, dtype=torch.bool)
     terminated[2, 0] = True
     return TaskBatch(
         task=task,
-        obs=torch.as_tensor(rng.normal(size=(T + 1, n, OBS)), dtype=torch.float32),
-        actions=torch.as_tensor(rng.normal(size=(T, n, ACT)), dtype=torch.float32),
+        obs=_sample(space.observation_space, (T + 1, n), rng),
+        actions=_sample(space.action_space, (T, n), rng),
         behaviour_logp=torch.zeros(T, n),
         rewards=torch.as_tensor(rng.normal(size=(T, n)), dtype=torch.float32),
         terminated=terminated,
@@ -56,11 +76,11 @@ def _batch(task: int, rng: np.random.Generator) -> TaskBatch:
     )
 
 
-def _fill(learner: SacLearner, k: int) -> None:
+def _fill(learner: SacLearner) -> None:
     """The same transitions in every task's replay of ``learner``, no gradient step yet."""
     rng = np.random.default_rng(3)
-    for task in range(k):
-        learner.replays[task].add_unroll(batch_to_unroll(_batch(task, rng)))
+    for task, space in enumerate(learner.model.spaces):
+        learner.replays[task].add_unroll(batch_to_unroll(_batch(task, space, rng)))
 
 
 def _noise_table(counts: list[int]) -> list[list[torch.Tensor]]:
@@ -69,12 +89,13 @@ def _noise_table(counts: list[int]) -> list[list[torch.Tensor]]:
     return [[torch.randn(n, ACT, generator=g) for n in counts] for _ in range(2)]
 
 
-def _step(learner: SacLearner, counts: list[int]) -> torch.Tensor:
-    """One gradient step over every task with ``counts`` rows each and fixed noise."""
-    k = len(counts)
+def _step(learner: SacLearner, counts: list[int], noise: bool = True) -> torch.Tensor:
+    """One gradient step over every task with ``counts`` rows each, with fixed noise for a
+    single group of Box tasks (else zero noise: the per-task step and the stacked one draw
+    their noise for differently grouped rows)."""
     draws = iter(_noise_table(counts))
 
-    def noise(mean: torch.Tensor) -> torch.Tensor:
+    def fixed(mean: torch.Tensor) -> torch.Tensor:
         if mean.ndim == 2:  # the per-task step: each draw's rows task by task
             return torch.cat(next(draws))
         # the stacked step: both draws at once, [K, 2m, a] (next observations, observations)
@@ -84,10 +105,10 @@ def _step(learner: SacLearner, counts: list[int]) -> torch.Tensor:
                 out[task, half * m : half * m + len(r)] = r
         return out
 
-    learner._noise_like = noise  # type: ignore[method-assign]
+    learner._noise_like = fixed if noise else torch.zeros_like  # type: ignore[method-assign]
     learner.mix.split = lambda *_: np.asarray(counts)  # type: ignore[method-assign]
     learner.rng = np.random.default_rng(5)
-    return learner._gradient_step(list(range(k)))
+    return learner._gradient_step(list(range(len(counts))))
 
 
 def _same(a: SacLearner, b: SacLearner, tol: float = 2e-5) -> None:
@@ -100,29 +121,39 @@ def _same(a: SacLearner, b: SacLearner, tol: float = 2e-5) -> None:
 
 
 CASES = {
-    "uniform": ({}, [8, 8, 8]),
-    "uneven counts": ({}, [11, 2, 11]),
-    "a task absent from the batch": ({}, [12, 0, 12]),
-    "one task": ({}, [24]),
-    "prioritized": ({"sac": ", prioritized: true"}, [5, 9, 10]),
-    "pcgrad": ({"gradients": "pcgrad"}, [8, 8, 8]),
-    "cagrad": ({"gradients": "cagrad"}, [6, 8, 10]),
-    "moe torso": ({"model": ", torso_mixture: {kind: moe, experts: 2}"}, [8, 8, 8]),
-    "clipped": ({"sac": ", max_grad_norm: 0.5"}, [8, 8, 8]),
+    "uniform": ([BOX] * 3, {}, [8, 8, 8]),
+    "uneven counts": ([BOX] * 3, {}, [11, 2, 11]),
+    "a task absent from the batch": ([BOX] * 3, {}, [12, 0, 12]),
+    "one task": ([BOX], {}, [24]),
+    "prioritized": ([BOX] * 3, {"sac": ", prioritized: true"}, [5, 9, 10]),
+    "pcgrad": ([BOX] * 3, {"gradients": "pcgrad"}, [8, 8, 8]),
+    "cagrad": ([BOX] * 3, {"gradients": "cagrad"}, [6, 8, 10]),
+    "moe torso": ([BOX] * 3, {"model": ", torso_mixture: {kind: moe, experts: 2}"}, [8, 8, 8]),
+    "clipped": ([BOX] * 3, {"sac": ", max_grad_norm: 0.5"}, [8, 8, 8]),
+    "mixed spaces": (MIXED, {}, [4, 3, 4, 2, 4, 4, 3]),
+    "mixed, a Discrete task absent": (MIXED, {}, [6, 3, 0, 5, 4, 3, 3]),
+    "mixed, prioritized": (MIXED, {"sac": ", prioritized: true"}, [4, 3, 4, 2, 4, 4, 3]),
+    "mixed, cagrad": (MIXED, {"gradients": "cagrad"}, [4, 3, 4, 2, 4, 4, 3]),
+    "mixed, soft modular torso": (
+        MIXED,
+        {"model": ", torso_mixture: {kind: soft_modular}"},
+        [4, 3, 4, 2, 4, 4, 3],
+    ),
+    "action after the encoder": ([BOX, BOX], {"sac": ", critic_action: hidden"}, [12, 12]),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_stacked_step_is_one_per_task_step(case: str) -> None:
-    over, counts = CASES[case]
-    k = len(counts)
-    per_task, stacked = _learner(k, False, **over), _learner(k, True, **over)
+    tasks, over, counts = CASES[case]
+    per_task, stacked = _learner(tasks, False, **over), _learner(tasks, True, **over)
     assert per_task.stacked is None and stacked.stacked is not None
     _same(per_task, stacked, tol=0.0)  # the same start
     for learner in (per_task, stacked):
-        _fill(learner, k)
+        _fill(learner)
+    noise = len(stacked.stacked.groups) == 1 and all(s is BOX for s in tasks)
     for _ in range(3):  # three steps: the optimisers' moments take part too
-        a, b = _step(per_task, counts), _step(stacked, counts)
+        a, b = _step(per_task, counts, noise), _step(stacked, counts, noise)
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     _same(per_task, stacked)
     da, db = per_task.pop_diagnostics(), stacked.pop_diagnostics()
@@ -134,40 +165,53 @@ def test_one_stacked_step_is_one_per_task_step(case: str) -> None:
             np.testing.assert_allclose(ra.sampler.tree.leaves, rb.sampler.tree.leaves, rtol=1e-4)
 
 
+def test_tasks_are_grouped_by_shape_and_encoders_that_cannot_stack_stand_alone() -> None:
+    learner = _learner(MIXED, True)
+    groups = [
+        (g.tasks, stacked) for g, stacked in zip(*stacked_step.task_groups(learner), strict=True)
+    ]
+    assert groups == [
+        ((0, 6), True),
+        ((1,), True),
+        ((2, 3), True),
+        ((4,), False),  # the image's conv encoder
+        ((5,), False),  # integers scaled by their bound
+    ]
+
+
 def test_the_actors_modules_are_views_of_the_stacks() -> None:
-    learner = _learner(3, True)
-    _fill(learner, 3)
+    learner = _learner([BOX] * 3, True)
+    _fill(learner)
     before = learner.model.encoders[1].mlp[0].weight.detach().clone()
     _step(learner, [8, 8, 8])
     layer = learner.model.encoders[1].mlp[0].weight
     assert not torch.equal(layer, before)
-    torch.testing.assert_close(layer, learner.stacked.encoders.linears[0].weight[1])
+    stacks = learner.stacked
+    torch.testing.assert_close(layer, stacks.policy.encoders[0].linears[0].weight[1])
     # A checkpoint loaded into the modules is what the stacks compute with.
-    other = _learner(3, True)
+    other = _learner([BOX] * 3, True)
     other.load_state_dict(learner.state_dict())
     torch.testing.assert_close(
-        other.stacked.encoders.linears[0].weight, learner.stacked.encoders.linears[0].weight
+        other.stacked.policy.encoders[0].linears[0].weight,
+        stacks.policy.encoders[0].linears[0].weight,
     )
-    torch.testing.assert_close(
-        other.stacked.target.heads.weight, learner.stacked.target.heads.weight
-    )
+    torch.testing.assert_close(other.stacked.target.heads[0].weight, stacks.target.heads[0].weight)
 
 
 @pytest.mark.parametrize(
     ("tasks", "why"),
     [
-        ([BOX, TaskSpaces(BOX.observation_space, spaces.Discrete(3))], "a Discrete task"),
         (
-            [BOX, TaskSpaces(spaces.Box(-1, 1, (OBS + 1,), np.float32), BOX.action_space)],
-            "observations of several shapes",
+            [BOX, TaskSpaces(spaces.Dict({"x": BOX.observation_space}), BOX.action_space)],
+            "task 1's observation is a Dict",
         ),
         (
-            [BOX, TaskSpaces(spaces.Box(0, 9, (OBS,), np.int64), BOX.action_space)],
-            "an encoder that is not a float vector MLP",
+            [BOX, TaskSpaces(spaces.Tuple([BOX.observation_space]), spaces.Discrete(2))],
+            "task 1's observation is a Tuple",
         ),
     ],
 )
-def test_tasks_that_cannot_stack_keep_the_per_task_step(tasks: list, why: str) -> None:
+def test_tasks_the_stacked_step_cannot_take_keep_the_per_task_step(tasks: list, why: str) -> None:
     cfg = parse_config(
         "tasks: [{env: a/b}]\nlearner: {algorithm: sac, model: {encoder_dim: 8, torso: [8]}}\n"
     )

@@ -254,51 +254,67 @@ def test_anakin_trains_cartpole_on_the_gpu(compile_mode: str | bool) -> None:
     assert returns and np.mean(returns) >= 300, (result.env_steps, np.mean(returns))
 
 
-def _stacked_sac(graphs: bool) -> tuple[object, object]:
-    """A SAC learner over three tasks of one shape on the GPU (the stacked step; replayed as
-    a CUDA graph or not), its replays filled, each step drawing 8 rows of every task."""
+MIXED_GPU = [
+    TaskSpaces(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Box(-2, 2, (2,))),
+    TaskSpaces(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Box(-2, 2, (2,))),
+    TaskSpaces(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3)),
+    TaskSpaces(gym.spaces.Box(0, 255, (2, 8, 8), np.uint8), gym.spaces.Discrete(2)),
+]
+
+
+def _stacked_sac(graphs: bool, spaces: list[TaskSpaces]) -> object:
+    """A SAC learner on the GPU taking the stacked step (replayed as a CUDA graph or not), its
+    replays filled, each step drawing 8 rows of every task."""
     from mtrl.algorithms.sac import graphed, make_sac_learner
 
-    box = TaskSpaces(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Box(-2, 2, (2,)))
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
         "learner: {algorithm: sac, unroll_length: 8, device: cuda,"
         " model: {encoder_dim: 16, torso: [16, 16]},"
-        " sac: {batch_size: 24, learning_starts: 100000, replay_ratio: 24}}\n"
+        f" sac: {{batch_size: {8 * len(spaces)}, learning_starts: 100000, replay_ratio: 24}}}}\n"
     )
     graphed.GRAPHED = graphs
     try:
         torch.manual_seed(0)
-        model = MultiTaskModel([box] * 3, cfg.learner.model).to(GPU)
-        learner = make_sac_learner(model, cfg.learner, ["a", "b", "c"])
+        model = MultiTaskModel(spaces, cfg.learner.model).to(GPU)
+        learner = make_sac_learner(model, cfg.learner, [f"t{k}" for k in range(len(spaces))])
     finally:
         graphed.GRAPHED = True
     assert learner.stacked is not None and (learner.stacked.graphed is not None) is graphs
-    for k in range(3):
-        learner.update([task_batch(_batch(k, box, 1.0, k), GPU)])  # stored, no step yet
-    learner.mix.split = lambda *_: np.array([8, 8, 8])  # type: ignore[method-assign]
+    for k, s in enumerate(spaces):
+        learner.update([task_batch(_batch(k, s, 1.0, k), GPU)])  # stored, no step yet
+    learner.mix.split = lambda *_: np.full(len(spaces), 8)  # type: ignore[method-assign]
     learner.rng = np.random.default_rng(1)
     learner.sac.learning_starts = 1
-    return learner, box
+    return learner
 
 
-def test_the_stacked_sac_step_replayed_as_a_cuda_graph_is_the_eager_step() -> None:
-    """Tasks of one shape on a GPU: the stacked step recorded once as a CUDA graph and
-    replayed (after its eager warm-up steps) ends at the eager step's parameters, step for
-    step, with the same noise; a replayed step launches its graph, not its kernels."""
+@pytest.mark.parametrize("mixed", [False, True], ids=["one shape", "mixed spaces"])
+def test_the_stacked_sac_step_replayed_as_a_cuda_graph_is_the_eager_step(mixed: bool) -> None:
+    """The stacked step recorded once as a CUDA graph and replayed (after its eager warm-up
+    steps) ends at the eager step's parameters, step for step, with the same noise (zero
+    noise for mixed spaces: their groups draw it apart); a replayed step launches its graph,
+    not its kernels."""
     from torch.profiler import ProfilerActivity, profile
 
-    graphed_learner, _ = _stacked_sac(True)
-    eager_learner, _ = _stacked_sac(False)
+    spaces = MIXED_GPU if mixed else [MIXED_GPU[0]] * 3
+    graphed_learner = _stacked_sac(True, spaces)
+    eager_learner = _stacked_sac(False, spaces)
     rows = 16  # the graph's rows per task for counts of 8: 8 x 1.25 rounded up to 8
     noise = torch.zeros(3, 2 * rows, 2, device=GPU)  # read by the graph at each replay
-    graphed_learner._noise_like = lambda mean: noise  # type: ignore[method-assign]
-    eager_learner._noise_like = lambda mean: torch.cat(  # type: ignore[method-assign]
-        [noise[:, :8], noise[:, rows : rows + 8]], dim=1
-    )
+    if mixed:
+        graphed_learner._noise_like = torch.zeros_like  # type: ignore[method-assign]
+        eager_learner._noise_like = torch.zeros_like  # type: ignore[method-assign]
+    else:
+        graphed_learner._noise_like = lambda mean: noise  # type: ignore[method-assign]
+        eager_learner._noise_like = (
+            lambda mean: torch.cat(  # type: ignore[method-assign]
+                [noise[:, :8], noise[:, rows : rows + 8]], dim=1
+            )
+        )
     g = torch.Generator().manual_seed(2)
-    ready = [0, 1, 2]
-    for _ in range(7):  # warm-up steps, the recording, replays
+    ready = list(range(len(spaces)))
+    for _ in range(7):  # the first layout, warm-up steps, the recording, replays
         noise.copy_(torch.randn(noise.shape, generator=g))
         a = graphed_learner._gradient_step(ready).cpu()
         b = eager_learner._gradient_step(ready).cpu()

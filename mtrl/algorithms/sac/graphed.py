@@ -9,15 +9,16 @@ fixed shape, no host synchronisation, optimisers whose step count lives on the d
 own input tensor before each replay, the noise comes from the graph-safe generator, and the
 parameters, optimiser moments and diagnostics are updated in place.
 
-The block's rows per task are fixed when the graph is recorded (a quarter above the largest
-count seen, rounded up to 8); a step that needs more records it again. Before the recording,
+The rows per task of each group's block are fixed when the graph is recorded (a quarter above
+the largest count seen, rounded up to 8); a step that needs more runs eagerly and the graph is
+recorded again with the larger block. Before the recording,
 :data:`WARMUP` steps run eagerly on a side stream (real steps, each on its own batch), so that
 every lazily made buffer exists before the capture starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -48,73 +49,59 @@ def why_not(learner: Any) -> str | None:
 
 
 class GraphedStep:
-    """Runs a stacked step's device work as a replayed CUDA graph: ``step(block, count) ->
-    (losses, td)`` on the device tensors of a host batch's block and counts
-    (:meth:`~mtrl.algorithms.sac.stacked_step.StackedSac.step_on_block`)."""
+    """Runs a stacked step's device work as a replayed CUDA graph: ``step(flat, rows) ->
+    (losses, tds)`` on the device copy of a host batch's flat buffer laid out with ``rows``
+    per task in each group (:meth:`~mtrl.algorithms.sac.stacked_step.StackedSac.step_on_flat`).
+    """
 
     def __init__(
         self,
-        step: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+        step: Callable[[torch.Tensor, Sequence[int]], tuple[torch.Tensor, Any]],
         device: torch.device,
+        groups: int,
     ) -> None:
         self.step = step
         self.device = device
-        self.rows = 1
-        """Rows per task of the block the graph reads (what :meth:`run` wants drawn)."""
+        self.rows = [1] * groups
+        """Rows per task of each group's block in the graph's input (what to draw)."""
         self._graph: torch.cuda.CUDAGraph | None = None
-        self._block: torch.Tensor | None = None
-        self._count: torch.Tensor | None = None
+        self._flat: torch.Tensor | None = None
         self._out: torch.Tensor | None = None
         self._warm = 0
         self.recordings = 0
 
-    def _inputs(self, host: Any) -> None:
-        """Copy ``host``'s block and counts into the graph's input tensors."""
-        block = torch.from_numpy(host.block).pin_memory()
-        count = torch.from_numpy(host.count).pin_memory()
-        if self._block is None or self._block.shape != block.shape:
-            self._block = torch.empty(block.shape, device=self.device)
-            self._count = torch.empty(count.shape, device=self.device)
-        self._block.copy_(block, non_blocking=True)
-        assert self._count is not None
-        self._count.copy_(count, non_blocking=True)
-
-    def _step(self) -> tuple[torch.Tensor, torch.Tensor]:
-        assert self._block is not None and self._count is not None
-        return self.step(self._block, self._count)
-
     def run(self, host: Any) -> torch.Tensor:
-        """One gradient step on ``host`` (a :class:`HostBatch`): the three losses."""
-        need = int(host.block.shape[1])
-        if need > self.rows:  # record again for the larger block
-            self.rows = -(-int(need * 1.25) // 8) * 8
-            self._graph, self._warm = None, 0
-            pad = host.block.shape[1]
-            host.block = _pad_rows(host.block, self.rows) if pad < self.rows else host.block
-        self._inputs(host)
+        """One gradient step on ``host`` (a :class:`~mtrl.algorithms.sac.stacked_batch.
+        HostBatch` drawn with at least :attr:`rows`): the three losses."""
+        if list(host.rows) != self.rows:  # a group needs more rows: record again, larger
+            grown = zip(self.rows, host.rows, strict=True)
+            self.rows = [max(r, -(-int(h * 1.25) // 8) * 8) for r, h in grown]
+            self._graph, self._warm, self._flat = None, 0, None
+            return self._eager(host)
+        flat = torch.from_numpy(host.flat).pin_memory()
+        if self._flat is None:
+            self._flat = torch.empty(flat.shape, device=self.device)
+        self._flat.copy_(flat, non_blocking=True)
         if self._warm < WARMUP:  # eager, on a side stream, before recording
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
-                out, _ = self._step()
+                out, _ = self.step(self._flat, self.rows)
             torch.cuda.current_stream(self.device).wait_stream(side)
             self._warm += 1
             return out
         if self._graph is None:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                self._out, _ = self._step()
+                self._out, _ = self.step(self._flat, self.rows)
             self._graph = graph
             self.recordings += 1
         self._graph.replay()
         assert self._out is not None
         return self._out
 
-
-def _pad_rows(block: Any, rows: int) -> Any:
-    """``block [K, m, C]`` with zero rows added up to ``rows`` (padding: mask 0)."""
-    import numpy as np
-
-    out = np.zeros((block.shape[0], rows, block.shape[2]), block.dtype)
-    out[:, : block.shape[1]] = block
-    return out
+    def _eager(self, host: Any) -> torch.Tensor:
+        """A step of a batch laid out otherwise than the graph's, run eagerly."""
+        flat = torch.from_numpy(host.flat).pin_memory().to(self.device, non_blocking=True)
+        out, _ = self.step(flat, host.rows)
+        return out

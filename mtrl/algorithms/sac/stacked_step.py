@@ -1,222 +1,111 @@
-"""SAC's gradient step for tasks of one shape, in a few large calls.
+"""SAC's gradient step in a few large calls.
 
-A suite of tasks whose observations and actions have one shape (Meta-World's MT10: ten tasks of
-39 floats and 4 actions; three variants of one simulation code) has per-task encoders and heads
-of one shape. The per-task step (:meth:`SacLearner._gradient_step`) runs each of them on its
-own rows: ten small matmuls per layer, forward and backward, for each of the step's five
-network passes, three optimisers over a hundred tensors, and bookkeeping between them — on one
-CPU core MT10's step was mostly dispatch, not arithmetic (docs/BENCHMARKS.md, "The learner at
-the speed of its arithmetic"). Here instead:
+The per-task step (:meth:`SacLearner._per_task_step`) runs each task's encoders and heads on
+that task's own rows: with MT10's ten tasks, ten small matmuls per layer, forward and backward,
+for each of the step's network passes, optimisers over a hundred tensors, and bookkeeping
+between them — on one CPU core MT10's step was mostly dispatch, not arithmetic, and on a GPU
+every one of those calls is a kernel launch (docs/BENCHMARKS.md, "The learner at the speed of
+its arithmetic"). Here instead:
 
-* **the batch is one padded block** ``[K, m, ·]``: every task's rows in its own slice, padded to
-  the largest task's count ``m`` with rows of weight 0, drawn from the replays exactly as the
-  per-task step draws them (the same calls in the same order) and moved to the device in one
-  copy;
-* **every per-task layer is one batched call** (:class:`~mtrl.learner.stacked.LinearStack`):
-  the tasks' weights live in one ``[K, out, in]`` tensor that the per-task modules alias, so the
-  actors, checkpoints and state dicts see the same modules as before;
-* **the twin critics are one ensemble**: both critics' encoders and heads in one ``[2K, ...]``
-  stack, their plain torsos in one ``[2, ...]`` stack, so each layer of both critics is one call;
-* **the optimisers step a handful of tensors** (one per layer and kind), fused;
+* **tasks of one shape form a group** (:class:`~mtrl.algorithms.sac.stacked_batch.GroupSpec`:
+  one observation shape, one action kind and size), and a group's transitions are one padded
+  block ``[K_g, m, ·]``, drawn from the replays exactly as the per-task step draws them and
+  moved to the device with every other group's in one copy;
+* **every per-task layer of a group is one batched call**
+  (:mod:`mtrl.algorithms.sac.stacked_nets`): the tasks' weights live in one ``[K_g, out, in]``
+  tensor that the per-task modules alias, so the actors, checkpoints and state dicts see the
+  same modules as before; the shared torsos run once over every group's rows;
+* **the twin critics are one ensemble** (``[2 K_g]`` encoder and head members, a ``[2]`` torso);
+* **the policy runs once** over the next observations and the observations (the critic step
+  between its two uses leaves it unchanged); the optimisers step a handful of tensors;
 * the policy's pass through the critics detaches their weights instead of switching each
-  parameter's ``requires_grad`` off and on.
+  parameter's ``requires_grad``; nothing reads a device value back on the host, so on a GPU the
+  whole step is recorded once as a CUDA graph and replayed (:mod:`mtrl.algorithms.sac.graphed`).
 
 The math is the per-task step's, term by term (``tests/algorithms/test_sac_stacked_step.py``
-compares one step of each, values and gradients, with prioritized replay, combined task
-gradients, a task-conditioned torso and one task). :func:`why_not` says when a learner cannot
-take this path (tasks of several shapes, per-task step sizes, image observations, ...); it
-then keeps the per-task step. :data:`ENABLED` turns the path off, to compare
-(``benchmarks/learner_update.py --stacked-step``).
+compares one step of each, values and gradients: Box and Discrete tasks, vector and image
+observations, prioritized replay, combined task gradients, a task-conditioned torso, one task).
+:func:`why_not` says when a learner keeps the per-task step (Dict or Tuple observations,
+MultiDiscrete actions or action masks, per-task step sizes). :data:`ENABLED` turns the path
+off, to compare (``benchmarks/learner_update.py --stacked-step``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch import nn
 
 from mtrl.algorithms.sac import graphed, losses
 from mtrl.algorithms.sac.graphed import GraphedStep
 from mtrl.algorithms.sac.networks import SquashedGaussianHead, squash_log_std
-from mtrl.learner.device import to_device
-from mtrl.learner.stacked import LinearStack, MLPStack, stack_signature
+from mtrl.algorithms.sac.stacked_batch import GroupBatch, GroupSpec, draw, on_device, views
+from mtrl.algorithms.sac.stacked_nets import Critics, Policy, stackable_encoder
+from mtrl.learner.distributions import CategoricalHead
+from mtrl.learner.stacked import stack_signature
 
-SacLearner = Any
-"""A :class:`~mtrl.algorithms.sac.learner.SacLearner` (which imports this module)."""
-
-__all__ = ["ENABLED", "PaddedBatch", "StackedSac", "why_not"]
+__all__ = ["ENABLED", "StackedSac", "task_groups", "why_not"]
 
 ENABLED = True
 """Take the stacked step wherever :func:`why_not` allows (False: always the per-task step)."""
 
+SacLearner = Any
+"""A :class:`~mtrl.algorithms.sac.learner.SacLearner` (which imports this module)."""
+
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def _unscaled_flat(prep: Any) -> bool:
-    """Whether an encoder's input preparation only flattens (a float ``Box``: no scaling)."""
-    return prep is not None and getattr(prep, "inv_high", "absent") is None
-
-
 def why_not(learner: SacLearner, lr_scales: Sequence[float] | None) -> str | None:
-    """Why ``learner`` cannot take the stacked step, or None where it can: every task a flat
-    float ``Box`` observation of one shape and a ``Box`` action of one size, the critics reading
-    the action at their input, one step size for every task."""
-    model, critic = learner.model, learner.critic
-    tasks = model.spaces
+    """Why ``learner`` keeps the per-task step, or None where it can take the stacked one:
+    every observation an array (``Box``, ``Discrete``, ``MultiBinary``, ``MultiDiscrete``; not
+    ``Dict`` or ``Tuple``), every action ``Box`` or ``Discrete`` (no action masks), one step
+    size for every task."""
     if any(float(s) != 1.0 for s in lr_scales or ()):
         return "per-task learning-rate scales"
-    if not all(isinstance(t.action_space, spaces.Box) for t in tasks):
-        return "a Discrete task"
-    if len({t.action_space.shape for t in tasks}) != 1:
-        return "Box actions of several sizes"
-    obs = [t.observation_space for t in tasks]
-    if not all(isinstance(s, spaces.Box) and len(s.shape) != 3 for s in obs):
-        return "an observation that is not a flat Box"
-    if len({s.shape for s in obs}) != 1:
-        return "observations of several shapes"
-    encoders = list(model.encoders)
-    if not all(_unscaled_flat(getattr(e, "prep", None)) and hasattr(e, "mlp") for e in encoders):
-        return "an encoder that is not a float vector MLP"
-    if not all(isinstance(h, SquashedGaussianHead) for h in model.policy_heads):
-        return "a policy head that is not SAC's squashed Gaussian"
-    for q in (critic.q1, critic.q2):
-        if not all(q.action_at_input):
-            return "critics that take the action after the encoder (critic_action: hidden)"
-        if not all(_unscaled_flat(getattr(e, "scale", None)) for e in q.encoders):
-            return "a critic encoder that is not a float vector MLP"
-    mlps = [e.mlp for e in encoders] + [e.mlp for q in (critic.q1, critic.q2) for e in q.encoders]
-    if (
-        len({stack_signature(m) for m in mlps[: len(encoders)]}) != 1
-        or len({stack_signature(m) for m in mlps[len(encoders) :]}) != 1
-    ):
-        return "encoders of several shapes"
+    for k, t in enumerate(learner.model.spaces):
+        if isinstance(t.observation_space, (spaces.Dict, spaces.Tuple)):
+            return f"task {k}'s observation is a {type(t.observation_space).__name__}"
+        if not isinstance(t.observation_space.shape, tuple) or t.observation_space.shape is None:
+            return f"task {k}'s observation has no array shape"
+        head = learner.model.policy_heads[k]
+        if isinstance(t.action_space, spaces.Box):
+            if not isinstance(head, SquashedGaussianHead):
+                return f"task {k}'s policy head is not SAC's squashed Gaussian"
+        elif not (
+            isinstance(t.action_space, spaces.Discrete)
+            and isinstance(head, CategoricalHead)
+            and head.act_shape == ()
+            and not head.padded
+        ):
+            return f"task {k}'s {type(t.action_space).__name__} action"
     return None
 
 
-@dataclass
-class HostBatch:
-    """One gradient step's transitions on the host: ``block [K, m, 2·obs + act + 4]`` (each
-    task's rows first in its slice: observation, next observation, raw action, reward,
-    terminated, importance weight, 1; then padding rows of zeros), the rows of each task
-    ``count [K]`` and the replay items drawn per task (for the priorities)."""
-
-    block: np.ndarray
-    count: np.ndarray
-    indices: dict[int, np.ndarray]
-
-
-@dataclass
-class PaddedBatch:
-    """A :class:`HostBatch` on the learner's device, as views of its block: ``[K, m, ·]``
-    fields, ``mask`` 1 on a sampled row and 0 on padding, where ``weights`` is 0 too."""
-
-    obs: torch.Tensor  # [K, m, obs] float
-    next_obs: torch.Tensor  # [K, m, obs]
-    actions: torch.Tensor  # [K, m, act] raw (before the squash)
-    rewards: torch.Tensor  # [K, m]
-    terminated: torch.Tensor  # [K, m] float 0/1
-    weights: torch.Tensor  # [K, m] importance weights, 0 on padding
-    mask: torch.Tensor  # [K, m]
-    count: torch.Tensor  # [K] rows of each task (float)
-
-    @classmethod
-    def of(cls, block: torch.Tensor, count: torch.Tensor, obs: int, act: int) -> PaddedBatch:
-        """Views of a device ``block`` laid out as :class:`HostBatch` says."""
-        return cls(
-            obs=block[..., :obs],
-            next_obs=block[..., obs : 2 * obs],
-            actions=block[..., 2 * obs : 2 * obs + act],
-            rewards=block[..., -4],
-            terminated=block[..., -3],
-            weights=block[..., -2],
-            mask=block[..., -1],
-            count=count,
+def task_groups(learner: SacLearner) -> tuple[list[GroupSpec], list[bool]]:
+    """The tasks grouped by observation shape, action kind and size and encoder shapes, and
+    whether each group's encoders run stacked; a task whose encoders cannot stack (images,
+    scaled integers, one-hot inputs, the action joined after the encoder) is a group of its
+    own."""
+    model, critic = learner.model, learner.critic
+    found: dict[Any, tuple[list[int], tuple[int, ...], bool, int, bool]] = {}
+    for k, t in enumerate(model.spaces):
+        box = isinstance(t.action_space, spaces.Box)
+        act = int(np.prod(t.action_space.shape)) if box else int(t.action_space.n)
+        shape = tuple(int(d) for d in t.observation_space.shape)
+        stack = stackable_encoder(model.encoders[k], "prep") and all(
+            stackable_encoder(q.encoders[k], "scale" if box else "prep")
+            and (not box or q.action_at_input[k])
+            for q in (critic.q1, critic.q2)
         )
-
-
-def _flat_params(modules: Sequence[nn.Module], aliased: set[int]) -> list[nn.Parameter]:
-    """The parameters of ``modules`` that no stack aliases (those the stacks hold for them)."""
-    return [p for m in modules for p in m.parameters() if id(p) not in aliased]
-
-
-class _Critics:
-    """Both critics of a :class:`~mtrl.algorithms.sac.networks.TwinCritic` as one ensemble:
-    encoders and heads stacked over ``[2K]`` members (critic 1's tasks, then critic 2's), the
-    torsos over ``[2]`` where they are plain MLPs."""
-
-    def __init__(self, twin: nn.Module) -> None:
-        q1, q2 = twin.q1, twin.q2
-        self.num_tasks = len(q1.encoders)
-        self.encoders = MLPStack([e.mlp for q in (q1, q2) for e in q.encoders])
-        self.heads = LinearStack([[h] for q in (q1, q2) for h in q.heads])
-        self.torsos: list[nn.Module] = [q1.torso, q2.torso]
-        self.conditioned = q1.conditioned
-        plain = not self.conditioned and stack_signature(q1.torso) is not None
-        self.torso_stack = MLPStack(self.torsos) if plain else None
-        stacks: list[nn.Module] = [self.encoders, self.heads]
-        if self.torso_stack is not None:
-            stacks.append(self.torso_stack)
-        aliased = {id(p) for s in stacks for m in s.modules() for p in m.parameters()}
-        aliased |= {id(p) for q in (q1, q2) for e in q.encoders for p in e.mlp.parameters()}
-        aliased |= {id(p) for q in (q1, q2) for h in q.heads for p in h.parameters()}
-        if self.torso_stack is not None:
-            aliased |= {id(p) for t in self.torsos for p in t.parameters()}
-        own = [p for s in stacks for p in s.parameters()]
-        self.params = own + _flat_params([q1, q2], aliased | {id(p) for p in own})
-        """What the critics' optimiser steps (and the target critics' Polyak average
-        follows, in the same order)."""
-        self.unstacked = [p for p in self.params if id(p) not in {id(q) for q in own}]
-        """The critics' parameters outside the stacks (a conditioned torso's)."""
-        self.shared = (
-            list(self.torso_stack.parameters())
-            if self.torso_stack is not None
-            else [*q1.shared_parameters(), *q2.shared_parameters()]
-        )
-        """The parameters every task's loss reaches (what combined task gradients act on)."""
-
-    def __call__(
-        self, obs: torch.Tensor, action: torch.Tensor, rows: torch.Tensor | None, frozen: bool
-    ) -> torch.Tensor:
-        """Both critics' ``Q`` ``[2, K, m]`` at ``obs [K, m, o]`` and squashed ``action``
-        ``[K, m, a]`` (``frozen``: no gradient reaches the critics' parameters)."""
-        k, m = obs.shape[0], obs.shape[1]
-        x = torch.cat([obs, action.to(obs.dtype)], dim=-1)
-        h = self.encoders(x.repeat(2, 1, 1), frozen)  # [2K, m, e]
-        if self.torso_stack is not None:
-            h = self.torso_stack(h.reshape(2, k * m, -1), frozen)
-        else:
-            flat = h.reshape(2, k * m, -1)
-            with _frozen(self.unstacked, frozen):
-                outs = [
-                    torso(flat[i], rows) if self.conditioned else torso(flat[i])
-                    for i, torso in enumerate(self.torsos)
-                ]
-            h = torch.stack(outs)
-        q = self.heads(h.reshape(2 * k, m, -1), frozen)
-        return q.reshape(2, k, m)
-
-
-class _frozen:
-    """Within the block, ``params`` take no gradient (each put back as it was after)."""
-
-    def __init__(self, params: Sequence[torch.Tensor], on: bool) -> None:
-        self.params = list(params) if on else []
-        self.was: list[bool] = []
-
-    def __enter__(self) -> None:
-        self.was = [p.requires_grad for p in self.params]
-        for p in self.params:
-            p.requires_grad_(False)
-
-    def __exit__(self, *exc: object) -> None:
-        for p, was in zip(self.params, self.was, strict=True):
-            p.requires_grad_(was)
+        mlps = (model.encoders[k], critic.q1.encoders[k])
+        key = (shape, box, act, *(stack_signature(e.mlp) for e in mlps)) if stack else ("alone", k)
+        found.setdefault(key, ([], shape, box, act, stack))[0].append(k)
+    groups = [GroupSpec(tuple(ts), shape, box, act) for ts, shape, box, act, _ in found.values()]
+    return groups, [stack for *_, stack in found.values()]
 
 
 class StackedSac:
@@ -227,24 +116,26 @@ class StackedSac:
         model = learner.model
         self.learner = learner
         self.num_tasks = model.num_tasks
-        self.act_size = int(np.prod(model.spaces[0].action_space.shape))
-        self.obs_size = int(np.prod(model.spaces[0].observation_space.shape))
-        self.encoders = MLPStack([e.mlp for e in model.encoders])
-        self.heads = LinearStack([[h.mean, h.log_std] for h in model.policy_heads])
-        self.critic = _Critics(learner.critic)
-        self.target = _Critics(learner.target)
+        self.groups, stacked = task_groups(learner)
+        self.policy = Policy(model, self.groups, stacked)
+        self.critic = Critics(learner.critic, self.groups, stacked)
+        self.target = Critics(learner.target, self.groups, stacked)
         for p in self.target.params:
             p.requires_grad_(False)
         value = {id(model.value_weight), id(model.value_bias)}  # SAC has no state value
-        aliased = {id(p) for e in model.encoders for p in e.mlp.parameters()}
-        aliased |= {id(p) for h in model.policy_heads for p in h.parameters()}
-        own = [*self.encoders.parameters(), *self.heads.parameters()]
-        self.actor_params = own + [
-            p for p in model.parameters() if id(p) not in aliased | value and p.requires_grad
+        skip = self.policy.aliased | value
+        self.actor_params = self.policy.own + [
+            p for p in model.parameters() if id(p) not in skip and p.requires_grad
         ]
-        self._rows: dict[int, torch.Tensor] = {}
+        device = learner.device
+        self._index = [torch.tensor(g.tasks, device=device) for g in self.groups]
+        """Each group's tasks, on the device (a per-task ``[K]`` vector's group part)."""
+        order = [t for g in self.groups for t in g.tasks]
+        self._inverse = torch.tensor(np.argsort(order), device=device)
+        """Where each task sits group by group: per task is ``cat(groups)[inverse]``."""
+        self._rows: dict[tuple[int, ...], torch.Tensor] = {}
         self.graphed = (
-            GraphedStep(self.step_on_block, learner.device)
+            GraphedStep(self.step_on_flat, learner.device, len(self.groups))
             if graphed.why_not(learner) is None
             else None
         )
@@ -253,66 +144,25 @@ class StackedSac:
 
     @classmethod
     def build(cls, learner: SacLearner, lr_scales: Sequence[float] | None) -> StackedSac | None:
-        """The stacked step for ``learner``, or None where it must keep the per-task step."""
+        """The stacked step for ``learner``, or None where it keeps the per-task step."""
         if not ENABLED or why_not(learner, lr_scales) is not None:
             return None
         return cls(learner)
 
-    # -- the batch -------------------------------------------------------------------------------
+    def _task_rows(self, rows: Sequence[int]) -> torch.Tensor:
+        """Each torso row's task for groups of ``rows`` rows per task, group by group (for a
+        task-conditioned torso; cached per layout)."""
+        key = tuple(rows)
+        if key not in self._rows:
+            ids = [
+                np.repeat(np.asarray(g.tasks), m) for g, m in zip(self.groups, rows, strict=True)
+            ]
+            self._rows[key] = torch.as_tensor(np.concatenate(ids)).to(self.learner.device)
+        return self._rows[key]
 
-    def draw(self, ready: Sequence[int], counts: Sequence[int], rows: int = 1) -> HostBatch:
-        """``counts[i]`` transitions of task ``ready[i]``, drawn as the per-task step draws
-        them, laid out ``[K, m, ·]`` on the host, ``m`` the largest count (at least ``rows``)."""
-        lr = self.learner
-        k, o, a = self.num_tasks, self.obs_size, self.act_size
-        m = max(rows, int(max(counts)))
-        block = np.zeros((k, m, 2 * o + a + 4), np.float32)
-        count = np.zeros(k, np.float32)
-        indices: dict[int, np.ndarray] = {}
-        for task, n in zip(ready, counts, strict=True):
-            if not n:
-                continue
-            tb, idx, weights = lr.replays[task].sample(int(n), lr.rng)
-            part = block[task, :n]
-            part[:, :o] = tb.obs.reshape(n, o)
-            part[:, o : 2 * o] = tb.next_obs.reshape(n, o)
-            part[:, 2 * o : 2 * o + a] = tb.actions.reshape(n, a)
-            part[:, -4] = tb.rewards
-            part[:, -3] = tb.terminated
-            part[:, -2] = weights
-            part[:, -1] = 1.0
-            count[task] = n
-            indices[task] = idx
-        return HostBatch(block, count, indices)
-
-    def on_device(self, host: HostBatch) -> PaddedBatch:
-        """``host`` moved to the learner's device (one copy of the block, one of the counts)."""
-        device = self.learner.device
-        block, count = to_device(host.block, device), to_device(host.count, device)
-        return PaddedBatch.of(block, count, self.obs_size, self.act_size)
-
-    def _task_rows(self, m: int, device: torch.device) -> torch.Tensor:
-        """Each row's task ``[K·m]`` for a task-conditioned torso (cached per ``m``)."""
-        if m not in self._rows:
-            self._rows[m] = torch.arange(self.num_tasks).repeat_interleave(m).to(device)
-        return self._rows[m]
-
-    # -- the networks ----------------------------------------------------------------------------
-
-    def act(self, obs: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised raw action ``u [K, m, a]`` of the policy at ``obs`` and the
-        log-density ``[K, m]`` of its squash ``tanh(u)``."""
-        model = self.learner.model
-        k, m = obs.shape[0], obs.shape[1]
-        h = self.encoders(obs)
-        h = model.run_torso(h.reshape(k * m, -1), rows).reshape(k, m, -1)
-        out = self.heads(h)
-        mean, raw = out.split(self.act_size, dim=-1)
-        log_std = squash_log_std(raw)
-        noise = self.learner._noise_like(mean)
-        u = mean + log_std.exp() * noise
-        raw_logp = (-0.5 * noise.square() - log_std).sum(-1) - self.act_size * _HALF_LOG_2PI
-        return u, losses.squashed_log_prob(raw_logp, u)
+    def _per_task(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Per-group ``[K_g, ...]`` values as one per-task ``[K, ...]`` tensor."""
+        return torch.cat(list(parts)).index_select(0, self._inverse)
 
     # -- one gradient step -----------------------------------------------------------------------
 
@@ -321,73 +171,179 @@ class StackedSac:
         math); returns the three losses (float64 ``[3]``, on the device)."""
         lr = self.learner
         counts = lr.mix.split(lr.sac.batch_size, ready, lr.rng)
+        rows = self.graphed.rows if self.graphed is not None else None
+        host = draw(self.groups, lr.replays, ready, counts, lr.rng, rows)
         if self.graphed is not None:
-            host = self.draw(ready, counts, self.graphed.rows)
             return self.graphed.run(host)
-        host = self.draw(ready, counts)
-        losses_, td = self.step_on(self.on_device(host))
+        batches, count = on_device(self.groups, host, lr.device)
+        losses_, tds = self.step_on(batches, count)
         if lr.sac.prioritized:
-            errors = td.cpu().numpy()
+            errors = [td.cpu().numpy() for td in tds]
+            where = {t: (gi, i) for gi, g in enumerate(self.groups) for i, t in enumerate(g.tasks)}
             for task, idx in host.indices.items():
-                lr.replays[task].update_priorities(idx, errors[task, : len(idx)])
+                gi, i = where[task]
+                lr.replays[task].update_priorities(idx, errors[gi][i, : len(idx)])
         return losses_
 
-    def step_on_block(
-        self, block: torch.Tensor, count: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`step_on` the device ``block`` and ``count`` of a :class:`HostBatch`."""
-        return self.step_on(PaddedBatch.of(block, count, self.obs_size, self.act_size))
+    def step_on_flat(
+        self, flat: torch.Tensor, rows: Sequence[int]
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """:meth:`step_on` the device copy of a :class:`HostBatch`'s flat buffer."""
+        batches, count = views(self.groups, rows, flat)
+        return self.step_on(batches, count)
 
-    def step_on(self, b: PaddedBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """The step's device work on batch ``b``: the three losses (float64 ``[3]``) and each
-        row's |TD| ``[K, m]``. No host synchronisation (a CUDA graph can capture it)."""
-        lr, sac = self.learner, self.learner.sac
-        n = float(sac.batch_size)  # the rows of every step (the counts' sum)
-        m = b.obs.shape[1]
-        rows = self._task_rows(m, b.obs.device)
+    def step_on(
+        self, batches: Sequence[GroupBatch], count: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The step's device work on the groups' ``batches`` (``count``: each task's rows):
+        the three losses (float64 ``[3]``) and each group's |TD| ``[K_g, m]``. No host
+        synchronisation (a CUDA graph can capture it)."""
+        lr = self.learner
+        m = [b.obs.shape[1] for b in batches]
         alpha_now = lr.alpha
-        alpha = alpha_now.unsqueeze(1)  # [K, 1]
+        alphas = [alpha_now.index_select(0, i).unsqueeze(1) for i in self._index]  # [K_g, 1]
+        rows = self._task_rows(m)
         # The policy at the next observations (for the targets) and at the observations (for
         # its own loss) in one pass: the critic step between them leaves the policy as it is.
-        u_both, logp_both = self.act(
-            torch.cat([b.next_obs, b.obs], dim=1), self._task_rows(2 * m, b.obs.device)
+        both = [torch.cat([b.next_obs, b.obs], dim=1) for b in batches]
+        outs = self.policy(both, self._task_rows([2 * x for x in m]))
+        nxt, now = zip(*map(self._act, self.groups, outs, m), strict=True)
+        with torch.no_grad():
+            ys = self._targets(batches, nxt, alphas, rows)
+        critic_loss, qs, tds = self._critic_step(batches, ys, rows, count)
+        actor_loss, entropies = self._actor_step(batches, now, alphas, rows, count)
+        per_task = self._per_task
+        masked = [(h * b.mask).sum(1) for h, b in zip(entropies, batches, strict=True)]
+        alpha_loss = self._temperature_step(count, per_task(masked))
+        with torch.no_grad():
+            torch._foreach_lerp_(self.target.params, self.critic.params, lr.sac.tau)
+        sums = [
+            torch.stack([h, q[0].detach(), td], dim=-1).mul_(b.mask.unsqueeze(-1)).sum(1)
+            for h, q, td, b in zip(entropies, qs, tds, batches, strict=True)
+        ]
+        lr.diagnostics.add(count, alpha_now, per_task(sums))
+        return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double(), tds
+
+    def _targets(
+        self,
+        batches: Sequence[GroupBatch],
+        nxt: Sequence[tuple[torch.Tensor | None, torch.Tensor]],
+        alphas: Sequence[torch.Tensor],
+        rows: torch.Tensor,
+    ) -> list[torch.Tensor]:
+        """Each group's soft targets ``[K_g, m]`` from the target critics at the next
+        observations and the policy's actions there."""
+        gamma = self.learner.cfg.gamma
+        tq = self.target(
+            [(b.next_obs, a) for b, (a, _) in zip(batches, nxt, strict=True)], rows, True
         )
-        u_next, u = u_both.split(m, dim=1)
-        logp_next, logp = logp_both.split(m, dim=1)
-        with torch.no_grad():
-            tq = self.target(b.next_obs, torch.tanh(u_next), rows, frozen=True)
-            v = losses.continuous_next_value(tq[0], tq[1], logp_next, alpha)
-            y = losses.soft_target(b.rewards, b.terminated, lr.cfg.gamma, v)
-        q = self.critic(b.obs, torch.tanh(b.actions), rows, frozen=False)
-        per_row = losses.critic_loss(q[0], q[1], y, b.weights)
-        critic_loss = per_row.sum() / n
-        lr._step(lr.critic_opt, critic_loss, self.critic.params, self._by_task(per_row, b, n))
-        td = (0.5 * (q - y).abs().sum(0)).detach()
-        pq = self.critic(b.obs, torch.tanh(u), rows, frozen=True)
-        per_row = losses.continuous_actor_loss(logp, pq[0], pq[1], alpha) * b.mask
-        actor_loss = per_row.sum() / n
-        lr._step(lr.actor_opt, actor_loss, self.actor_params, self._by_task(per_row, b, n))
-        entropy = -logp.detach()
-        count, total_h = lr._task_sums(b.count, (entropy * b.mask).sum(1))
-        present = (count > 0).to(total_h.dtype)
-        mean_h = total_h / count.clamp(min=1)
-        alpha_loss = (
-            losses.temperature_loss(lr.log_alpha, mean_h, lr.target_entropy) * present
-        ).sum()
-        lr._step(lr.alpha_opt, alpha_loss, [lr.log_alpha], reduce=False)
-        with torch.no_grad():
-            torch._foreach_lerp_(self.target.params, self.critic.params, sac.tau)
-        sums = torch.stack([entropy, q[0].detach(), td], dim=-1).mul_(b.mask.unsqueeze(-1))
-        lr.diagnostics.add(b.count, alpha_now, sums.sum(1))
-        return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double(), td
+        ys = []
+        for g, b, (_, aux), q, alpha in zip(self.groups, batches, nxt, tq, alphas, strict=True):
+            if g.box:
+                v = losses.continuous_next_value(q[0, ..., 0], q[1, ..., 0], aux, alpha)
+            else:
+                v = losses.discrete_next_value(q[0], q[1], aux, alpha.expand(aux.shape[:2]))
+            ys.append(losses.soft_target(b.rewards, b.terminated, gamma, v))
+        return ys
+
+    def _critic_step(
+        self,
+        batches: Sequence[GroupBatch],
+        ys: Sequence[torch.Tensor],
+        rows: torch.Tensor,
+        count: torch.Tensor,
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """The critics' step towards ``ys`` at the stored actions: the loss, each group's
+        ``Q`` ``[2, K_g, m]`` and |TD| ``[K_g, m]``."""
+        lr = self.learner
+        inputs = [
+            (b.obs, torch.tanh(b.actions) if g.box else None)
+            for g, b in zip(self.groups, batches, strict=True)
+        ]
+        qs = self.critic(inputs, rows, False)
+        qs = [self._taken(g, b, q) for g, b, q in zip(self.groups, batches, qs, strict=True)]
+        per_row = [
+            losses.critic_loss(q[0], q[1], y, b.weights)
+            for q, y, b in zip(qs, ys, batches, strict=True)
+        ]
+        n = float(lr.sac.batch_size)  # the rows of every step (the counts' sum)
+        loss = sum(r.sum() for r in per_row) / n
+        lr._step(lr.critic_opt, loss, self.critic.params, self._by_task(per_row, count, n))
+        tds = [(0.5 * (q - y).abs().sum(0)).detach() for q, y in zip(qs, ys, strict=True)]
+        return loss, qs, tds
+
+    def _actor_step(
+        self,
+        batches: Sequence[GroupBatch],
+        now: Sequence[tuple[torch.Tensor | None, torch.Tensor]],
+        alphas: Sequence[torch.Tensor],
+        rows: torch.Tensor,
+        count: torch.Tensor,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The policy's step through the (just updated, frozen) critics: the loss and each
+        group's entropy estimate ``[K_g, m]``."""
+        lr = self.learner
+        pq = self.critic([(b.obs, a) for b, (a, _) in zip(batches, now, strict=True)], rows, True)
+        per_row, entropies = [], []
+        for g, b, (_, aux), q, alpha in zip(self.groups, batches, now, pq, alphas, strict=True):
+            if g.box:
+                term = losses.continuous_actor_loss(aux, q[0, ..., 0], q[1, ..., 0], alpha)
+                entropies.append(-aux.detach())
+            else:
+                term = losses.discrete_actor_loss(aux, q[0], q[1], alpha.expand(aux.shape[:2]))
+                entropies.append(losses.discrete_entropy(aux).detach())
+            per_row.append(term * b.mask)
+        n = float(lr.sac.batch_size)
+        loss = sum(r.sum() for r in per_row) / n
+        lr._step(lr.actor_opt, loss, self.actor_params, self._by_task(per_row, count, n))
+        return loss, entropies
+
+    def _temperature_step(self, count: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
+        """Each task's temperature towards its target entropy, from its rows' summed entropy
+        ``[K]`` (over every replica's rows); tasks absent from the batch add nothing."""
+        lr = self.learner
+        task_count, total_h = lr._task_sums(count, entropy)
+        present = (task_count > 0).to(total_h.dtype)
+        mean_h = total_h / task_count.clamp(min=1)
+        loss = (losses.temperature_loss(lr.log_alpha, mean_h, lr.target_entropy) * present).sum()
+        lr._step(lr.alpha_opt, loss, [lr.log_alpha], reduce=False)
+        return loss
+
+    def _act(
+        self, g: GroupSpec, out: torch.Tensor, m: int
+    ) -> tuple[tuple[torch.Tensor | None, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor]]:
+        """A group's policy output over ``[next observations, observations]`` (``2m`` rows a
+        task) as, for each half, the critics' action input (a reparameterised squashed action
+        ``[K_g, m, a]`` for Box, None for Discrete) and what the losses need (the sample's
+        log-density ``[K_g, m]``, or all log-probabilities ``[K_g, m, n]``)."""
+        if g.box:
+            mean, raw = out.split(g.act, dim=-1)
+            log_std = squash_log_std(raw)
+            noise = self.learner._noise_like(mean)
+            u = mean + log_std.exp() * noise
+            raw_logp = (-0.5 * noise.square() - log_std).sum(-1) - g.act * _HALF_LOG_2PI
+            logp = losses.squashed_log_prob(raw_logp, u)
+            a = torch.tanh(u)
+            return (a[:, :m], logp[:, :m]), (a[:, m:], logp[:, m:])
+        log_probs = torch.log_softmax(out.float(), dim=-1)
+        return (None, log_probs[:, :m]), (None, log_probs[:, m:])
+
+    @staticmethod
+    def _taken(g: GroupSpec, b: GroupBatch, q: torch.Tensor) -> torch.Tensor:
+        """``Q`` ``[2, K_g, m]`` of the stored actions: a Box group's one output, a Discrete
+        group's gathered at each row's action."""
+        if g.box:
+            return q[..., 0]
+        index = b.actions.unsqueeze(0).unsqueeze(-1).expand(2, *b.actions.shape, 1)
+        return q.gather(-1, index).squeeze(-1)
 
     def _by_task(
-        self, per_row: torch.Tensor, b: PaddedBatch, n: float
+        self, per_row: Sequence[torch.Tensor], count: torch.Tensor, n: float
     ) -> dict[int, torch.Tensor] | None:
         """Each present task's part of the batch's mean loss (only when the tasks' gradients
         are combined: ``learner.multitask.gradients``; reads the counts on the host)."""
         if not self.learner.combining:
             return None
-        parts = per_row.sum(1) / n
-        present = b.count.cpu().numpy() > 0
+        parts = self._per_task([r.sum(1) for r in per_row]) / n
+        present = count.cpu().numpy() > 0
         return {task: parts[task] for task in np.flatnonzero(present).tolist()}
