@@ -93,8 +93,10 @@ class EpisodeCsvSink:
     def close(self) -> None:
         if self._f.closed:
             return
-        self.flush()
-        self._f.close()
+        try:
+            self.flush()
+        finally:  # closed even when the disk fails the last rows
+            self._f.close()
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mtrl.actors.pool_protocol import ActorPool, ScalablePool
 from mtrl.checkpoint import capture_rng_state, checkpoint_step, load_latest, restore_rng_state
-from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
+from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import MtrlError
 
 if TYPE_CHECKING:
@@ -49,15 +49,6 @@ class Resumable(Protocol):
 class NothingToDo(MtrlError):
     """A resumed run already reached its ``total_env_steps``: nothing is trained or written
     (the CLI prints the message and exits 0)."""
-
-
-def checkpoint_due(ck: CheckpointConfig, steps_since: int, seconds_since: float) -> bool:
-    """Whether a periodic checkpoint is due, ``steps_since`` env steps and ``seconds_since``
-    seconds after the last one."""
-    return ck.enabled and bool(
-        (ck.every_env_steps and steps_since >= ck.every_env_steps)
-        or (ck.every_s and seconds_since >= ck.every_s)
-    )
 
 
 def capture(trainer: Resumable, elapsed: float) -> dict[str, Any]:
