@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mtrl.actors.pool_protocol import ActorPool, ScalablePool
-from mtrl.checkpoint import capture_rng_state, checkpoint_step, load_latest, restore_rng_state
-from mtrl.config import ExperimentConfig, parse_config
+from mtrl.checkpoint import (
+    NoCheckpointError,
+    capture_rng_state,
+    checkpoint_step,
+    load_latest,
+    restore_rng_state,
+)
+from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
 from mtrl.errors import MtrlError
 
 if TYPE_CHECKING:
@@ -119,7 +125,10 @@ def load_for_resume(
     """
     import yaml
 
-    state, path = load_latest(run_dir)
+    try:
+        state, path = load_latest(run_dir)
+    except NoCheckpointError as e:
+        raise NoCheckpointError(f"{e}: {_why_no_checkpoint(run_dir)}") from None
     data = dict(state["config"])
     if total_env_steps is not None:
         data["total_env_steps"] = total_env_steps
@@ -136,3 +145,28 @@ def load_for_resume(
             "(raise --total-env-steps to continue)"
         )
     return SavedRun(cfg, state, path, seed_offset=1_000_003 * (int(state["updates"]) + 1))
+
+
+def _why_no_checkpoint(run_dir: Path) -> str:
+    """Why a run left no checkpoint, from its ``config.yaml``, and how to lose less next time."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        ck = CheckpointConfig.model_validate(saved.get("checkpoint") or {})
+    except Exception:  # no readable config: say what the defaults would have done
+        ck = CheckpointConfig()
+    if not ck.enabled:
+        return "the run had checkpoints off (checkpoint.enabled: false); nothing to resume"
+    when = [f"checkpoint.every_s: {ck.every_s:g} s"] if ck.every_s else []
+    when += [f"checkpoint.every_env_steps: {ck.every_env_steps:,}"] if ck.every_env_steps else []
+    if not when:
+        return (
+            "the run had no periodic checkpoints (checkpoint.every_s and every_env_steps: "
+            "null), only one at its end; set checkpoint.every_s to resume a stopped run"
+        )
+    return (
+        f"the run stopped before its first checkpoint (due after {' or '.join(when)}); "
+        "start it again, with a shorter checkpoint.every_s in its config to lose less if it "
+        "stops early again"
+    )
