@@ -25,6 +25,7 @@ from mtrl.checkpoint import (
 )
 from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
 from mtrl.errors import MtrlError
+from mtrl.tracking.resume_trim import trim_to_checkpoint
 
 if TYPE_CHECKING:
     import torch
@@ -112,6 +113,15 @@ class SavedRun:
     seed_offset: int
     """Shift of the env seeds: the envs' internal state is not in the checkpoint, so the
     resumed run starts fresh episodes rather than replaying the first session's."""
+    run_steps: int = 0
+    """The whole run's env steps at the checkpoint (all replicas')."""
+
+    def trim_run_files(self, run_dir: Path) -> None:
+        """Cut ``run_dir``'s metric files back to this checkpoint
+        (:mod:`mtrl.tracking.resume_trim`): what a killed run logged past it is lived again."""
+        tasks = self.state["tasks"]
+        steps = {t.key: int(s["env_steps"]) for t, s in zip(self.config.tasks, tasks, strict=True)}
+        trim_to_checkpoint(run_dir, self.run_steps, steps)
 
 
 def load_for_resume(
@@ -144,7 +154,8 @@ def load_for_resume(
             f"nothing to do: run already at {done:,} of {cfg.total_env_steps:,} env steps "
             "(raise --total-env-steps to continue)"
         )
-    return SavedRun(cfg, state, path, seed_offset=1_000_003 * (int(state["updates"]) + 1))
+    offset = 1_000_003 * (int(state["updates"]) + 1)
+    return SavedRun(cfg, state, path, seed_offset=offset, run_steps=done)
 
 
 def _why_no_checkpoint(run_dir: Path) -> str:

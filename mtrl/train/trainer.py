@@ -397,9 +397,12 @@ class Trainer:
         console: bool = True,
         total_env_steps: int | None = None,
     ) -> Trainer:
-        """A trainer that continues ``run_dir`` from its newest loadable checkpoint."""
+        """A trainer that continues ``run_dir`` from its newest loadable checkpoint; what the
+        run logged past that checkpoint is cut from its metric files first."""
         plugins = plugins or get_plugins()
         saved = run_state.load_for_resume(Path(run_dir), plugins, total_env_steps)
+        if DistContext.from_env().is_main:  # before the sinks open them (rank 0 writes them)
+            saved.trim_run_files(Path(run_dir))
         trainer = cls(
             saved.config,
             plugins,
