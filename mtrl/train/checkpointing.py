@@ -15,6 +15,7 @@ once and tries every later checkpoint again.
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -109,15 +110,23 @@ class Checkpoints:
         ckpts = list_checkpoints(self.run_dir)
         if not ckpts:
             return (
-                f"{self.fault}; the run stopped before its first checkpoint: make room and "
-                "start it again (checkpoint.on_disk_error: continue trains on without "
-                "checkpoints)"
+                f"{self.fault}; the run stopped before its first checkpoint: "
+                f"{self._remedy()} and start it again (checkpoint.on_disk_error: continue "
+                "trains on without checkpoints)"
             )
         return (
-            f"{self.fault}; the run stopped; {self._newest()}: make room, then continue with: "
-            f"mtrl train --resume {self.run_dir} (checkpoint.on_disk_error: continue trains "
-            "on without checkpoints)"
+            f"{self.fault}; the run stopped; {self._newest()}: {self._remedy()}, then continue "
+            f"with: mtrl train --resume {self.run_dir} (checkpoint.on_disk_error: continue "
+            "trains on without checkpoints)"
         )
+
+    def _remedy(self) -> str:
+        assert self.fault is not None
+        if self.fault.fault.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "make room"
+        if self.fault.fault.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return "make the run directory writable"
+        return "fix the disk"
 
     def final_warning(self) -> str | None:
         """What to say when the run ended without its final checkpoint (``continue``)."""

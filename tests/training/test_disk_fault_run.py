@@ -101,7 +101,8 @@ def test_a_full_disk_stops_the_run_with_the_resume_command(tmp_path: Path) -> No
         done, run_dir = _train_and_break(cfg, runs, lambda _: filler.append(fill(fs)))
         line = _stopped_cleanly(done, "no space left on device")
         ckpts = _kept(run_dir)
-        assert ckpts[-1].name in line and f"mtrl train --resume {run_dir}" in line
+        assert ckpts[-1].name in line
+        assert f"make room, then continue with: mtrl train --resume {run_dir}" in line
         filler[0].unlink()  # room again: the command the line gave continues the run
         budget = str((checkpoint_step(ckpts[-1]) or 0) + 500)
         resume = ["train", "--resume", str(run_dir), "--total-env-steps", budget]
@@ -137,7 +138,10 @@ def test_a_run_directory_made_read_only_stops_the_run(tmp_path: Path) -> None:
     with contextlib.ExitStack() as mounts:  # unmounted when the test ends
         done, run_dir = _train_and_break(cfg, runs, lambda d: mounts.enter_context(read_only(d)))
         line = _stopped_cleanly(done, "read-only file system")
-        assert f"mtrl train --resume {run_dir}" in line
+        assert (
+            f"make the run directory writable, then continue with: mtrl train --resume {run_dir}"
+            in line
+        )
         _kept(run_dir)
 
 
