@@ -8,7 +8,9 @@ Durability: the bytes go to a temp file in the same directory, are flushed and f
 file is renamed over its final name (``os.replace`` is atomic on POSIX and Windows) and the
 directory is fsynced so the rename itself survives a crash. Only then are old checkpoints
 pruned. A reader therefore sees complete checkpoints or none; a process killed mid-write
-leaves at most a stray temp file, removed by the next save.
+leaves at most a stray temp file, removed by the next save. A disk that fails the write (full,
+read-only, the run directory removed) raises :class:`CheckpointWriteError` once the temp file
+is gone: a partial file never replaces a good one, and no older checkpoint is pruned.
 
 What goes *into* the state (model, optimiser, PopArt, scheduler, counters, RNG, config) is the
 trainer's business; :func:`capture_rng_state` and :func:`restore_rng_state` cover the RNGs.
@@ -16,6 +18,8 @@ trainer's business; :func:`capture_rng_state` and :func:`restore_rng_state` cove
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import pickle
 import random
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mtrl.disk_faults import describe, disk_fault
 from mtrl.errors import CheckpointError
 
 CHECKPOINT_DIR = "checkpoints"
@@ -44,6 +49,22 @@ class CheckpointWarning(UserWarning):
 
 class CorruptCheckpointError(CheckpointError):
     """The file is truncated, damaged or not a checkpoint at all."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """The disk failed a checkpoint's write: full, read-only, or the run directory removed.
+
+    Nothing was replaced: the checkpoints already written are as they were.
+    """
+
+    def __init__(self, step: int, where: Path, fault: OSError) -> None:
+        self.step, self.where, self.fault = step, where, fault
+        self.reason = describe(fault)
+        super().__init__(f"checkpoint at {step:,} env steps not written to {where}: {self.reason}")
+
+
+class NoCheckpointError(CheckpointError):
+    """A run directory holds no checkpoint file at all."""
 
 
 class UnsafeCheckpointError(CheckpointError):
@@ -115,11 +136,22 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(run_dir: Path | str, state: dict[str, Any], step: int, keep_last: int) -> Path:
+def save_checkpoint(
+    run_dir: Path | str,
+    state: dict[str, Any],
+    step: int,
+    keep_last: int,
+    *,
+    create: bool = True,
+) -> Path:
     """Write ``state`` atomically as the checkpoint of ``step``; keep the newest ``keep_last``.
 
     Returns the checkpoint's path. Raises :class:`CheckpointError` if ``state`` holds anything
-    but plain data (nothing is written then).
+    but plain data (nothing is written then), and :class:`CheckpointWriteError` when the disk
+    fails the write (full, read-only, removed: :mod:`mtrl.disk_faults`): the temp file is
+    removed and every checkpoint already written is left as it was. ``create=False``: the run
+    directory must exist (a trainer's, made when the run began), so a run directory removed
+    under a run is reported rather than silently made again.
     """
     if step < 0:
         raise ValueError(f"step must be >= 0, got {step}")
@@ -127,20 +159,29 @@ def save_checkpoint(run_dir: Path | str, state: dict[str, Any], step: int, keep_
         raise ValueError(f"keep_last must be >= 1, got {keep_last}")
     check_plain(state)
     directory = checkpoint_dir(run_dir)
-    directory.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(run_dir, step)
-    fd, tmp_name = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".tmp", dir=directory)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        if not create and not Path(run_dir).is_dir():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(run_dir))
+        directory.mkdir(parents=create, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".tmp", dir=directory)
+        tmp = Path(tmp_name)
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
         _fsync_dir(directory)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    except BaseException as e:
+        if tmp is not None:
+            with contextlib.suppress(OSError):  # a removed directory has no temp file left
+                tmp.unlink(missing_ok=True)
+        fault = disk_fault(e) if isinstance(e, Exception) else None
+        if fault is None:
+            raise
+        where = Path(run_dir) if fault.errno == errno.ENOENT else directory
+        raise CheckpointWriteError(step, where, fault) from e
     _prune(directory, keep_last, keep=final, own_tmp=tmp)
     return final
 
@@ -213,7 +254,7 @@ def load_latest(
     """
     ckpts = list_checkpoints(run_dir)
     if not ckpts:
-        raise CheckpointError(
+        raise NoCheckpointError(
             f"{checkpoint_dir(run_dir)}: no checkpoints (files named ckpt_<step>.pt)"
         )
     failures: list[str] = []

@@ -49,3 +49,31 @@ def test_a_recovered_task_keeps_its_eval_but_idle_quarantined_and_hung_ones_do_n
     assert "greedy eval skipped for quarantined: quarantined" in printed
     assert "greedy eval skipped for hung: its env hung in training" in printed
     assert "recovered" not in printed
+
+
+def test_a_task_whose_env_gives_nan_rewards_in_the_eval_says_why_it_has_no_score(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cfg = ExperimentConfig.model_validate(
+        {
+            "tasks": [
+                {
+                    "env": "chaos/wrap",
+                    "name": "nanny",
+                    "num_envs": 2,
+                    "env_kwargs": {"env": "gymnasium/CartPole-v1", "nan_after": 3},
+                }
+            ],
+            "tracking": {"final_eval_episodes": 2},
+        }
+    )
+    specs = [get_plugins().env_spec(t.env) for t in cfg.tasks]
+    spaces = [TaskSpaces(s.observation_space, s.action_space) for s in specs]
+    model = MultiTaskModel(spaces, cfg.learner.model)
+    record: dict[str, float] = {}
+    out = final_eval(
+        cfg, model, specs, ["nanny"], [TaskFaults()], record, DistContext(), env_steps=[100]
+    )
+    assert out.returns == {} and "eval/nanny/greedy_return" not in record  # the table: '-'
+    said = capsys.readouterr().out
+    assert "greedy eval of nanny: no score" in said and "NaN or inf rewards" in said, said

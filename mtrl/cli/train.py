@@ -1,6 +1,8 @@
 """``mtrl train``: train one agent on every task of a config, or continue a run with
 ``--resume``; ``--nproc N`` relaunches the same command under torchrun. Ctrl-C or SIGTERM
-stops after the current round with a checkpoint."""
+stops after the current round with a checkpoint. A disk that fails a checkpoint (full,
+read-only, the run directory removed) ends the run after the final table with one line and
+exit status 2 (``checkpoint.on_disk_error``: :mod:`mtrl.train.checkpointing`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mtrl.cli.exit_codes import EXIT_USER_ERROR
 from mtrl.errors import UserError
 
 
@@ -22,6 +25,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
     from mtrl.train.budget_check import weight_notes
+    from mtrl.train.checkpointing import DiskStop
     from mtrl.train.run_state import NothingToDo
     from mtrl.train.trainer import Trainer
 
@@ -72,9 +76,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     ctx = trainer.ctx
     finished = False
+    stopped: DiskStop | None = None
     try:
         result = trainer.run()
         finished = True
+    except DiskStop as e:  # the disk failed a checkpoint: the table, then the error's line
+        stopped, result, finished = e, e.result, True
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -84,8 +91,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         from mtrl.cli.tables import print_train_results
 
         print_train_results(result)
-        if received and result.run_dir is not None:
+        if received and result.run_dir is not None and stopped is None:
             print(f"checkpoint written; continue with: mtrl train --resume {result.run_dir}")
+    if stopped is not None:
+        if ctx.distributed:  # rank 0 alone writes checkpoints, so alone stops with the error
+            print(f"error: {stopped}", file=sys.stderr)
+            ctx.exit_process(EXIT_USER_ERROR)
+        raise stopped
     if ctx.distributed:
         ctx.exit_process(code)
     return code

@@ -9,6 +9,7 @@ every few seconds and new keys mostly early, so the rewrites cost nothing that m
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -74,13 +75,18 @@ class CsvSink:
                 for row in reader:
                     rows.append([_at(row, where.get(c)) for c in columns])
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with tmp.open("w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(columns)
-            w.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with tmp.open("w", newline="", encoding="utf-8") as f:
+                w = csv.writer(f)
+                w.writerow(columns)
+                w.writerows(rows)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:  # a full disk: the old file stays whole, no temp file is left
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
         self.columns = columns
         self._pending_header = False
         self._f = self.path.open("a", newline="", encoding="utf-8")

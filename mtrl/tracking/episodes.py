@@ -17,8 +17,10 @@ Cost is bounded: rows wait in memory and are written with each metric record, wh
 crash loses at most the rows since the last record; what was written stays. A resumed run
 appends under the existing header; a line torn by a crash is closed first, so it stays one
 unreadable row that :func:`read_episodes` skips. Episodes of the stretch between the
-checkpoint and the crash are lived again after a resume; :func:`read_episodes` drops the old
-ones, as :func:`mtrl.tracking.report_data.load_run` does with metric records.
+checkpoint and the crash are lived again after a resume: the resumed run cuts them from the
+file before it appends (:mod:`mtrl.tracking.resume_trim`), so env steps never go back in it;
+in files resumed before that cut existed, :func:`read_episodes` drops the old ones, as
+:func:`mtrl.tracking.report_data.load_run` does with metric records.
 """
 
 from __future__ import annotations
@@ -93,8 +95,10 @@ class EpisodeCsvSink:
     def close(self) -> None:
         if self._f.closed:
             return
-        self.flush()
-        self._f.close()
+        try:
+            self.flush()
+        finally:  # closed even when the disk fails the last rows
+            self._f.close()
 
 
 def _ends_with_newline(path: Path) -> bool:

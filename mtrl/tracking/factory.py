@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mtrl.config import ExperimentConfig
+from mtrl.disk_faults import describe, disk_fault
+from mtrl.errors import UserError
 from mtrl.plugins.tracker_registrar import TrackerSpec
 from mtrl.tracking.builtin import BUILTIN_TRACKERS, PLUGIN
 from mtrl.tracking.console import make_console
@@ -95,6 +97,10 @@ def _start(
         sink = factory(cfg, run_dir, list(task_names))
     except Exception as e:
         if getattr(factory, "builtin", False):
+            if (fault := disk_fault(e)) is not None:  # the run files cannot be written
+                raise UserError(
+                    f"{_label(factory)} cannot write into {run_dir}: {describe(fault)}"
+                ) from None
             raise
         log.warning(
             "tracking: %s failed to start and is left out: %s: %s",

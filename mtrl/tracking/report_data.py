@@ -1,9 +1,10 @@
 """What ``mtrl report`` reads from a run directory: its metric records and its episodes.
 
-A resumed run appends to its ``metrics.jsonl`` from the checkpoint's step, so records logged
-after that checkpoint but before the crash appear twice; :func:`load_run` keeps the
-continuation and drops the abandoned stretch, so curves go on where they stopped (its
-``episodes.csv`` likewise, :func:`mtrl.tracking.episodes.read_episodes`).
+A resumed run appends to its ``metrics.jsonl`` from the checkpoint's step, after cutting what
+was logged past that checkpoint (:mod:`mtrl.tracking.resume_trim`). Run directories resumed
+before that cut existed hold the abandoned stretch twice; :func:`load_run` keeps the
+continuation and drops it, so curves go on where they stopped (its ``episodes.csv``
+likewise, :func:`mtrl.tracking.episodes.read_episodes`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from mtrl.disk_faults import describe, disk_fault
 
 if TYPE_CHECKING:
     from mtrl.config import ExperimentConfig
@@ -82,7 +85,8 @@ class JsonlSink:
 class SinkGroup:
     """Several sinks behind one :class:`Sink`; a sink that raises is reported once and dropped.
 
-    Training must never stop because a tracker failed (a full disk, a broken plugin).
+    Training must never stop because a tracker failed (a full disk, a broken plugin): the
+    failure is one warning line (for a disk fault: which file, and why), never a traceback.
     ``close`` runs in reverse order, so a console listed last stops its live display before
     other sinks print their farewells.
     """
@@ -132,7 +136,18 @@ class SinkGroup:
 
     def _drop(self, sink: Sink, e: Exception) -> None:
         self.sinks.remove(sink)
-        log.warning("tracking: %s failed and is turned off: %s", self._name(sink), _short(e))
+        if (fault := disk_fault(e)) is None:
+            log.warning("tracking: %s failed and is turned off: %s", self._name(sink), _short(e))
+        else:  # a full or read-only disk: say where, and let the sink's files go quietly
+            where = getattr(sink, "path", None)
+            log.warning(
+                "tracking: %s stopped writing%s: %s; training goes on without it",
+                self._name(sink),
+                f" {where}" if where is not None else "",
+                describe(fault),
+            )
+            with contextlib.suppress(Exception):
+                sink.close()
         self._labels.pop(id(sink), None)
 
     def close(self) -> None:

@@ -18,6 +18,9 @@ run's results stand). Left out, with a line saying why (the table shows '-'):
   eval of it would only launch its env to report an untrained score;
 * every task when the model is split over the ranks (``learner.parallel.model_parallel``
   ``task_sharded`` or ``fsdp``): rank 0 does not hold all of it.
+
+An evaluated task shows '-' too when its env gave NaN or inf rewards in the evaluation (its
+training unrolls with them were faults, never learned from): a line says so.
 """
 
 from __future__ import annotations
@@ -111,6 +114,12 @@ def final_eval(
             continue
         if math.isfinite(result.mean_return):  # NaN: no episode finished in time (warned)
             out.returns[i] = record[f"eval/{names[i]}/greedy_return"] = result.mean_return
+        elif result.episodes:  # the env's rewards: the table's '-' says why here
+            bad = sum(not math.isfinite(r) for r in result.returns)
+            print(
+                f"greedy eval of {names[i]}: no score, {bad} of its {result.episodes} "
+                "episodes have a non-finite return (the env gave NaN or inf rewards)"
+            )
         if result.success_rate is not None:
             record[f"eval/{names[i]}/greedy_success"] = result.success_rate
     return out

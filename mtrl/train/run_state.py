@@ -16,9 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mtrl.actors.pool_protocol import ActorPool, ScalablePool
-from mtrl.checkpoint import capture_rng_state, checkpoint_step, load_latest, restore_rng_state
+from mtrl.checkpoint import (
+    NoCheckpointError,
+    capture_rng_state,
+    checkpoint_step,
+    load_latest,
+    restore_rng_state,
+)
 from mtrl.config import CheckpointConfig, ExperimentConfig, parse_config
 from mtrl.errors import MtrlError
+from mtrl.tracking.resume_trim import trim_to_checkpoint
 
 if TYPE_CHECKING:
     import torch
@@ -49,15 +56,6 @@ class Resumable(Protocol):
 class NothingToDo(MtrlError):
     """A resumed run already reached its ``total_env_steps``: nothing is trained or written
     (the CLI prints the message and exits 0)."""
-
-
-def checkpoint_due(ck: CheckpointConfig, steps_since: int, seconds_since: float) -> bool:
-    """Whether a periodic checkpoint is due, ``steps_since`` env steps and ``seconds_since``
-    seconds after the last one."""
-    return ck.enabled and bool(
-        (ck.every_env_steps and steps_since >= ck.every_env_steps)
-        or (ck.every_s and seconds_since >= ck.every_s)
-    )
 
 
 def capture(trainer: Resumable, elapsed: float) -> dict[str, Any]:
@@ -115,6 +113,15 @@ class SavedRun:
     seed_offset: int
     """Shift of the env seeds: the envs' internal state is not in the checkpoint, so the
     resumed run starts fresh episodes rather than replaying the first session's."""
+    run_steps: int = 0
+    """The whole run's env steps at the checkpoint (all replicas')."""
+
+    def trim_run_files(self, run_dir: Path) -> None:
+        """Cut ``run_dir``'s metric files back to this checkpoint
+        (:mod:`mtrl.tracking.resume_trim`): what a killed run logged past it is lived again."""
+        tasks = self.state["tasks"]
+        steps = {t.key: int(s["env_steps"]) for t, s in zip(self.config.tasks, tasks, strict=True)}
+        trim_to_checkpoint(run_dir, self.run_steps, steps)
 
 
 def load_for_resume(
@@ -128,7 +135,10 @@ def load_for_resume(
     """
     import yaml
 
-    state, path = load_latest(run_dir)
+    try:
+        state, path = load_latest(run_dir)
+    except NoCheckpointError as e:
+        raise NoCheckpointError(f"{e}: {_why_no_checkpoint(run_dir)}") from None
     data = dict(state["config"])
     if total_env_steps is not None:
         data["total_env_steps"] = total_env_steps
@@ -144,4 +154,30 @@ def load_for_resume(
             f"nothing to do: run already at {done:,} of {cfg.total_env_steps:,} env steps "
             "(raise --total-env-steps to continue)"
         )
-    return SavedRun(cfg, state, path, seed_offset=1_000_003 * (int(state["updates"]) + 1))
+    offset = 1_000_003 * (int(state["updates"]) + 1)
+    return SavedRun(cfg, state, path, seed_offset=offset, run_steps=done)
+
+
+def _why_no_checkpoint(run_dir: Path) -> str:
+    """Why a run left no checkpoint, from its ``config.yaml``, and how to lose less next time."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        ck = CheckpointConfig.model_validate(saved.get("checkpoint") or {})
+    except Exception:  # no readable config: say what the defaults would have done
+        ck = CheckpointConfig()
+    if not ck.enabled:
+        return "the run had checkpoints off (checkpoint.enabled: false); nothing to resume"
+    when = [f"checkpoint.every_s: {ck.every_s:g} s"] if ck.every_s else []
+    when += [f"checkpoint.every_env_steps: {ck.every_env_steps:,}"] if ck.every_env_steps else []
+    if not when:
+        return (
+            "the run had no periodic checkpoints (checkpoint.every_s and every_env_steps: "
+            "null), only one at its end; set checkpoint.every_s to resume a stopped run"
+        )
+    return (
+        f"the run stopped before its first checkpoint (due after {' or '.join(when)}); "
+        "start it again, with a shorter checkpoint.every_s in its config to lose less if it "
+        "stops early again"
+    )

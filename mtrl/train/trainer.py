@@ -27,7 +27,6 @@ from mtrl.actors.serial_pool import SerialEnvError
 from mtrl.actors.server import ReadyUnroll
 from mtrl.algorithms import make_learner
 from mtrl.anakin import AnakinRunner
-from mtrl.checkpoint import save_checkpoint
 from mtrl.config import ExperimentConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
@@ -40,6 +39,7 @@ from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train import env_failures, run_state
 from mtrl.train.allocation import apply_initial, observe_faults, rebalance
+from mtrl.train.checkpointing import Checkpoints, DiskStop
 from mtrl.train.final_eval import FinalEval, final_eval
 from mtrl.train.liveness import Liveness
 from mtrl.train.preflight import check_memory
@@ -175,6 +175,7 @@ class Trainer:
         self._stop = False
         self.updates = 0
         self.elapsed_before = 0.0  # wall seconds of earlier sessions of a resumed run
+        self.checkpoints = Checkpoints(cfg.checkpoint, self.run_dir)
 
     @property
     def env_steps(self) -> int:
@@ -219,8 +220,8 @@ class Trainer:
             else:
                 self.liveness.report_stall(self.pool, need)
             now = time.perf_counter()
-            due = self.run_dir is not None and run_state.checkpoint_due(
-                ck, self.run_env_steps - last_ckpt_steps, now - last_ckpt_t
+            due = self.run_dir is not None and self.checkpoints.due(
+                self.run_env_steps - last_ckpt_steps, now - last_ckpt_t
             )
             done, save = self._done(due)
             rebalance(self.pool, self.rebalancer, self.queue, self.names)
@@ -231,6 +232,8 @@ class Trainer:
             if save:
                 self.save_checkpoint(now - start)
                 last_ckpt_t, last_ckpt_steps = now, self.run_env_steps
+                if self.checkpoints.stopping:  # on_disk_error: stop (all replicas together)
+                    self.request_stop()
         for ru in queue.drain():
             self.pool.release(ru)
         self.decisions.finish(self.env_steps)  # loosely synced replicas end with one model
@@ -243,9 +246,14 @@ class Trainer:
         # A later run() of this trainer (a population member's next interval) continues the
         # clock, as a resumed run does.
         self.elapsed_before += seconds
-        return TrainResult(
+        result = TrainResult(
             self.run_dir, steps, self.updates, seconds, results, final.episodes, start_steps
         )
+        if self.checkpoints.stopping:
+            raise DiskStop(self.checkpoints.stop_message(), result)
+        if (warning := self.checkpoints.final_warning()) is not None:
+            print(warning, flush=True)
+        return result
 
     def _get(self, timeout: float, start: float) -> list[ReadyUnroll]:
         """The actors' ready unrolls. An env that failed under serial actors (which cannot
@@ -392,13 +400,10 @@ class Trainer:
         run_state.restore(self, state)
 
     def save_checkpoint(self, elapsed: float) -> Path | None:
-        """Write a checkpoint into the run directory (rank 0; the path). In a torchrun job
-        every replica calls it, since a sharded learner's state is gathered from all."""
-        state = self.state_dict(elapsed)
-        if self.run_dir is None:
-            return None
-        keep = self.cfg.checkpoint.keep_last
-        return save_checkpoint(self.run_dir, state, self.run_env_steps, keep)
+        """Write a checkpoint into the run directory (rank 0; the path, or None when the
+        disk failed it: :mod:`mtrl.train.checkpointing`). In a torchrun job every replica calls
+        it, since a sharded learner's state is gathered from all."""
+        return self.checkpoints.write(lambda: self.state_dict(elapsed), self.run_env_steps)
 
     @classmethod
     def resume(
@@ -409,9 +414,12 @@ class Trainer:
         console: bool = True,
         total_env_steps: int | None = None,
     ) -> Trainer:
-        """A trainer that continues ``run_dir`` from its newest loadable checkpoint."""
+        """A trainer that continues ``run_dir`` from its newest loadable checkpoint; what the
+        run logged past that checkpoint is cut from its metric files first."""
         plugins = plugins or get_plugins()
         saved = run_state.load_for_resume(Path(run_dir), plugins, total_env_steps)
+        if DistContext.from_env().is_main:  # before the sinks open them (rank 0 writes them)
+            saved.trim_run_files(Path(run_dir))
         trainer = cls(
             saved.config,
             plugins,
