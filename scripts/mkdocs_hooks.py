@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _relink(text: str) -> str:
     """Links from the repository root into ``docs/`` made relative to ``docs/``."""
-    return re.sub(r"\]\(docs/", "](", text)
+    return re.sub(r"\]\(docs/", "](", text).replace("](CHANGELOG.md)", "](changelog.md)")
 
 
 def on_files(files: Files, config: Any) -> Files:
