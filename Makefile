@@ -4,7 +4,7 @@ VENV ?= .venv
 STAMP := $(VENV)/.mtrl-bootstrap
 BOOTSTRAP_INPUTS := pyproject.toml scripts/bootstrap.sh $(wildcard plugins_contrib/*/pyproject.toml)
 
-.PHONY: quickstart test lint bootstrap test-busy
+.PHONY: quickstart test lint bootstrap test-busy docs
 
 $(STAMP): $(BOOTSTRAP_INPUTS)
 	MTRL_VENV=$(VENV) bash scripts/bootstrap.sh
@@ -26,3 +26,7 @@ test-busy: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# The documentation site (mkdocs.yml) into site/, strict: a broken link or anchor fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

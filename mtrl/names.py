@@ -54,3 +54,25 @@ def unknown_env_message(env_id: str, known: Any) -> str:
     else:
         msg += "; `mtrl envs` lists the ids of installed plugins"
     return msg
+
+
+#: Env namespaces whose plugin lives in a venv of its own (its pins clash with the main
+#: venv's), and where to find it: an unknown id of one of them is most likely that, not a typo.
+OWN_VENV_NAMESPACES = {
+    "metaworld": (
+        "Meta-World's envs live in their own venv (Meta-World pins MuJoCo 3.3.0): "
+        "`bash scripts/metaworld_tests.sh` builds .venv-metaworld; run this config with "
+        ".venv-metaworld/bin/mtrl"
+    ),
+    "pufferlib": (
+        "PufferLib's envs live in their own venv: `bash scripts/pufferlib_tests.sh` builds "
+        "benchmarks/peers/.venvs/pufferlib_ocean; run this config with its bin/mtrl"
+    ),
+}
+
+
+def own_venv_hints(env_ids: Any) -> list[str]:
+    """One hint per own-venv namespace (:data:`OWN_VENV_NAMESPACES`) among ``env_ids``
+    (unknown ids), in first-seen order: ten Meta-World tasks get one line, not ten."""
+    spaces = dict.fromkeys(str(e).split("/", 1)[0] for e in env_ids if "/" in str(e))
+    return [OWN_VENV_NAMESPACES[s] for s in spaces if s in OWN_VENV_NAMESPACES]

@@ -64,10 +64,10 @@ for p in plugins_contrib/*/pyproject.toml; do
   [ -e "$p" ] && contrib+=(-e "$d")
 done
 contrib+=(${MTRL_EXTRA_CONTRIB:+-e "$MTRL_EXTRA_CONTRIB"})
-step 3 "installing mtrl[all,external,test,bench] and $((${#contrib[@]} / 2)) plugins_contrib packages" \
+step 3 "installing mtrl[all,external,test,bench,docs] and $((${#contrib[@]} / 2)) plugins_contrib packages" \
   "(first time: minutes)"
 s=$SECONDS
-pip_install -e ".[all,external,test,bench]" "${contrib[@]}"
+pip_install -e ".[all,external,test,bench,docs]" "${contrib[@]}"
 # A venv with Meta-World (MTRL_EXTRA_CONTRIB=plugins_contrib/mtrl-metaworld) gets mujoco 3.3.0;
 # replacing 4.0.0 leaves plugin libraries pip cannot see, which break `import mujoco` (the
 # script's docstring says why).

@@ -15,6 +15,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     tune: section says what to search); prints each member's hyperparameters and score, and
     writes DIR/NAME/members.csv. --resume continues the population in DIR/NAME. Interrupted
     (Ctrl-C), it says how to continue and exits 130."""
+    from mtrl.cli.validate import check_tune_metric
     from mtrl.config import load_config
     from mtrl.plugins import get_plugins
     from mtrl.tune.runner import run_population
@@ -26,6 +27,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     )
     if cfg.tune is None:
         raise UserError(f"{args.config}: no tune: section (what to search; docs/TUNE.md)")
+    check_tune_metric(cfg, plugins, args.config)
     fixed = [
         f
         for f, v in (("--population", args.population), ("--total-env-steps", args.total_env_steps))

@@ -47,6 +47,7 @@ def _validate_each(args: argparse.Namespace, plugins: Any, logs: _SimLogs | None
             )
             _check_commands(cfg, plugins, path)
             _check_trackers(cfg, path)
+            check_tune_metric(cfg, plugins, path)
             if logs is not None:
                 _check_envs(cfg, plugins, path, logs)
             specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
@@ -103,6 +104,22 @@ def _check_trackers(cfg: Any, path: str) -> None:
             summary_writer_class()
         except UserError as e:
             raise UserError(f"{path}: {e}") from None
+
+
+def check_tune_metric(cfg: Any, plugins: Any, path: str) -> None:
+    """Refuse a ``tune.metric`` the tasks cannot give (``normalized_score`` over an env with no
+    reference score), which would otherwise fail inside the first population member."""
+    from mtrl.config import format_loc
+    from mtrl.config.lines import config_location
+    from mtrl.config.tune_metric import tune_metric_problems
+
+    def scored(env_id: str) -> bool:
+        return plugins.env_spec(env_id).normalized_score(0.0) is not None
+
+    found = tune_metric_problems(cfg, scored)
+    problems = [f"{config_location(path, loc)}: {format_loc(loc)}: {text}" for loc, text in found]
+    if problems:
+        raise UserError("\n".join(problems), problems=problems)
 
 
 def _check_commands(cfg: Any, plugins: Any, path: str) -> None:

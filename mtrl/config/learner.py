@@ -88,9 +88,9 @@ class ModelConfig(ConfigModel):
     run (docs/BENCHMARKS.md, "The log-std step")."""
     torso_mixture: TorsoMixtureConfig | None = None
     """A task-conditioned torso: expert MLPs of the ``torso`` widths, mixed per task through a
-    learned task embedding (``{kind: moe | moore, experts: 4, task_embedding: 32}``,
-    mtrl/config/multitask.py); none (the default): one MLP shared whole. SAC's critics keep
-    plain MLP torsos."""
+    learned task embedding (``{kind: moe | moore | soft_modular, experts: 4,
+    task_embedding: 32}``, mtrl/config/multitask.py); none (the default): one MLP shared whole.
+    Every network with a torso takes it (the policy's model, SAC's critics)."""
     core: Annotated[
         CoreConfig | None,
         BeforeValidator(core_or_none, json_schema_input_type=CoreConfig | CoreShorthand | None),
@@ -99,6 +99,28 @@ class ModelConfig(ConfigModel):
     ``{kind, hidden, shared}`` (mtrl/config/core.py); ``none`` (the default): feed-forward.
     Unrolls then carry each env copy's state at their start, and the learner runs the core
     over each unroll from it, resetting it where an episode starts."""
+
+    @model_validator(mode="after")
+    def _torso_mixture_fits(self) -> ModelConfig:
+        """Refuse a task-conditioned torso its ``torso`` widths cannot build, here rather than
+        when the learner is built at train start (which reads as a problem of the envs)."""
+        mix = self.torso_mixture
+        if mix is None:
+            return self
+        if mix.kind == "soft_modular" and len(self.torso) < 2:
+            raise ValueError(
+                "learner.model.torso_mixture: soft_modular routes between torso layers, so "
+                f"learner.model.torso needs at least two widths, got {self.torso} (e.g. "
+                f"[{self.torso[0]}, {self.torso[0]}]), or use kind: moe or moore"
+            )
+        if mix.kind == "moore" and mix.experts > self.torso[-1]:
+            raise ValueError(
+                f"learner.model.torso_mixture: moore makes its {mix.experts} experts' outputs "
+                f"orthonormal, which needs at least as many dimensions: learner.model.torso's "
+                f"last width is {self.torso[-1]}; use experts <= {self.torso[-1]} or a wider "
+                "last layer"
+            )
+        return self
 
 
 class ParallelConfig(ConfigModel):

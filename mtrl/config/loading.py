@@ -20,6 +20,7 @@ from mtrl.config.choices import choice_error_hint
 from mtrl.config.models import ExperimentConfig
 from mtrl.config.safe_yaml import compose_config, read_config_text
 from mtrl.errors import ConfigError
+from mtrl.names import own_venv_hints
 
 Loc = tuple[str | int, ...]
 EnvNote = Callable[[str], str | None]
@@ -192,6 +193,9 @@ def _problems(
     out = [text for _, text in sorted(lines, key=lambda x: x[0])]
     if len(found) > MAX_PROBLEMS:
         out.append(f"{source}: … and {len(found) - MAX_PROBLEMS:,} more problems")
+    errors = err.errors(include_url=False) if err is not None else []
+    unknown = [e.get("input") for e in errors if e["type"] == "unknown_env"]
+    out += [f"{source}: note: {hint}" for hint in own_venv_hints(unknown)]
     return out
 
 

@@ -44,8 +44,12 @@ class TorsoMixtureConfig(ConfigModel):
     mixture of experts conditioned on the task, as in CARE, Sodhani et al. 2021). ``moore``:
     the experts' outputs made orthonormal per input (Gram–Schmidt, as a QR factorisation),
     combined by weights from the task's embedding, then ``tanh`` (mixture of orthogonal
-    experts, Hendawy et al. 2024)."""
+    experts, Hendawy et al. 2024). ``soft_modular``: each torso layer is ``experts`` modules,
+    and a routing network reading the state and the task decides how much of each module's
+    output feeds each module of the next layer (soft modularization, Yang et al. 2020; needs
+    at least two ``torso`` widths)."""
     experts: int = Field(default=4, ge=2)
-    """Expert MLPs (``moore`` needs no more than the torso's output width)."""
+    """Expert MLPs, or modules per layer for ``soft_modular`` (``moore`` needs no more than the
+    torso's output width)."""
     task_embedding: int = Field(default=32, ge=1)
     """Width of each task's learned embedding (it drives the experts' weights)."""
