@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SAC's gradient step on a CUDA GPU, each part time-boxed: the CUDA tests of the SAC paths, then
 # on MT10's shapes (ten tasks of Box(39) / Box(4), Meta-World not needed) the stacked step
-# replayed as a CUDA graph against it run eagerly, and the stacked step against the per-task
-# step; then SAC with its defaults (Pendulum + Acrobot: two shapes, the per-task step). Each
+# replayed as a CUDA graph against it run eagerly (GPU_SAC_PER_TASK=1: also against the
+# per-task step); then SAC with its defaults (Pendulum + Acrobot) and
+# configs/sac_pendulum_cartpole.yaml, the stacked step against the per-task step. Each
 # benchmark prints ms per gradient step and the step's anatomy (kernel launches, kernels, the
 # device's busy share, the arithmetic floor). Logs and JSON land in OUT_DIR.
 #
@@ -29,6 +30,9 @@ run() {  # run NAME SECONDS CMD...
 run tests 120 "$py" -m pytest -q -p no:cacheprovider tests/gpu -k "sac or stacked"
 mt10=(configs/mt10.yaml --box-spaces 39:4 --device cuda --out-dir "$out")
 run mt10_graphed 120 "$py" benchmarks/learner_update.py "${mt10[@]}" --updates 3 --graphed
-run mt10_stacked 150 "$py" benchmarks/learner_update.py "${mt10[@]}" --updates 2 --stacked-step
-run defaults 80 "$py" benchmarks/learner_update.py benchmarks/configs/sac_defaults.yaml \
-    --device cuda --updates 1 --out-dir "$out"
+[[ ${GPU_SAC_PER_TASK:-0} == 1 ]] &&
+    run mt10_stacked 150 "$py" benchmarks/learner_update.py "${mt10[@]}" --updates 2 --stacked-step
+run defaults 120 "$py" benchmarks/learner_update.py benchmarks/configs/sac_defaults.yaml \
+    --device cuda --updates 1 --stacked-step --out-dir "$out"
+run pendulum_cartpole 90 "$py" benchmarks/learner_update.py configs/sac_pendulum_cartpole.yaml \
+    --device cuda --updates 2 --stacked-step --out-dir "$out"
