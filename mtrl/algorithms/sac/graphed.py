@@ -13,7 +13,9 @@ The rows per task of each group's block are fixed when the graph is recorded (a 
 the largest count seen, rounded up to 8); a step that needs more runs eagerly and the graph is
 recorded again with the larger block. Before the recording,
 :data:`WARMUP` steps run eagerly on a side stream (real steps, each on its own batch), so that
-every lazily made buffer exists before the capture starts.
+every lazily made buffer exists before the capture starts. Should the recording fail (a
+kernel that cannot be captured, on some device or version), the run says so in one line and
+steps eagerly from then on: nothing runs while a graph records, so no step is lost or repeated.
 """
 
 from __future__ import annotations
@@ -69,10 +71,14 @@ class GraphedStep:
         self._out: torch.Tensor | None = None
         self._warm = 0
         self.recordings = 0
+        self.failed: str | None = None
+        """Why recording failed, if it did; every step then runs eagerly."""
 
     def run(self, host: Any) -> torch.Tensor:
         """One gradient step on ``host`` (a :class:`~mtrl.algorithms.sac.stacked_batch.
         HostBatch` drawn with at least :attr:`rows`): the three losses."""
+        if self.failed is not None:
+            return self._eager(host)
         if list(host.rows) != self.rows:  # a group needs more rows: record again, larger
             grown = zip(self.rows, host.rows, strict=True)
             self.rows = [max(r, -(-int(h * 1.25) // 8) * 8) for r, h in grown]
@@ -92,8 +98,17 @@ class GraphedStep:
             return out
         if self._graph is None:
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self._out, _ = self.step(self._flat, self.rows)
+            try:
+                with torch.cuda.graph(graph):
+                    self._out, _ = self.step(self._flat, self.rows)
+            except RuntimeError as err:  # nothing ran while recording: step eagerly from here
+                self.failed = f"{type(err).__name__}: {str(err).splitlines()[0]}"
+                print(
+                    f"SAC's gradient step could not be recorded as a CUDA graph "
+                    f"({self.failed}); it runs eagerly",
+                    flush=True,
+                )
+                return self._eager(host)
             self._graph = graph
             self.recordings += 1
         self._graph.replay()
