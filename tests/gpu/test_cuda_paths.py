@@ -336,3 +336,23 @@ def test_the_stacked_sac_step_replayed_as_a_cuda_graph_is_the_eager_step(mixed: 
     launches = [e.name for e in prof.events() if "LaunchKernel" in e.name]
     graphs = [e.name for e in prof.events() if e.name.startswith("cudaGraphLaunch")]
     assert len(graphs) == 3 and len(launches) <= 3, (launches, graphs)
+
+
+def test_a_step_that_cannot_be_recorded_runs_eagerly_and_says_why(capsys) -> None:
+    """A recording that fails (here: a step that reads a value back while recording) leaves
+    the run on the eager step, with one line saying why; no step is lost."""
+    learner = _stacked_sac(True, [MIXED_GPU[0]] * 3)
+    graphed_step = learner.stacked.graphed
+    step = graphed_step.step
+
+    def reads_back(flat: torch.Tensor, rows: list[int]) -> tuple[torch.Tensor, object]:
+        if torch.cuda.is_current_stream_capturing():
+            flat.sum().item()  # a host sync: illegal while recording
+        return step(flat, rows)
+
+    graphed_step.step = reads_back
+    for _ in range(7):
+        learner._gradient_step([0, 1, 2])
+    assert graphed_step.failed is not None and graphed_step.recordings == 0
+    assert "runs eagerly" in capsys.readouterr().out
+    assert all(torch.isfinite(p).all() for p in learner.critic.parameters())
