@@ -9,6 +9,20 @@
     .venv/bin/python benchmarks/learner_update.py CONFIG --stacked
     # tasks' same-shaped networks in one batched call (the default on a GPU) against one
     # call per task, side by side (learner_update_stacked_*; mtrl.learner.stacked)
+    .venv/bin/python benchmarks/learner_update.py CONFIG --stacked-step
+    # SAC's stacked gradient step (the default) against the per-task step, side by side
+    # (learner_update_stacked_step_*; mtrl.algorithms.sac.stacked_step)
+    .venv/bin/python benchmarks/learner_update.py CONFIG --device cuda --graphed
+    # SAC's stacked step replayed as a CUDA graph (the default on a GPU) against it run
+    # eagerly (learner_update_graphed_*; mtrl.algorithms.sac.graphed)
+    .venv/bin/python benchmarks/learner_update.py configs/mt10.yaml --box-spaces 39:4
+    # a suite's shapes where its envs are not installed (Meta-World's: Box(39) / Box(4))
+
+Each run also prints the step's anatomy (``benchmarks/step_anatomy.py``): its FLOPs, the
+**arithmetic floor** — every matmul the step makes timed alone on its shapes, summed — and the
+step's time over it, the aten ops per step, and on a GPU the kernel launches, kernels and the
+device's busy share. ``benchmarks/commits_side_by_side.py`` runs this benchmark at two commits,
+alternating, for speed-ups against an older commit.
 
 Each task gets one block of ``num_envs`` columns × ``unroll_length`` steps per update (the
 smallest batch a run's learner takes when every task's actor delivers one unroll), filled

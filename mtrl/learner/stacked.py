@@ -1,19 +1,27 @@
 """Several tasks' networks of one shape run as one batched matmul per layer.
 
-A multi-task learner that draws a mixed batch every step (SAC) passes each task's rows through
-that task's own encoder and head: with ten tasks, ten small ``addmm`` calls per layer where one
-would do (MT10's gradient step: ~520 matmul calls, forward and backward, most on ~26 rows). On
-a GPU each call costs its launch whatever its size (an H200 was busy 13% of a SAC step;
-docs/BENCHMARKS.md, "GPU, second lease"). Where the tasks' modules have the same layer shapes,
-:func:`run_stacked` stacks their weights (``[T, out, in]``, differentiable: each task's
-parameter receives its own gradient) and runs every task's rows at once with ``bmm``, rows
-padded to the largest task's count and the padding dropped after (padded rows get no gradient).
-The values are the per-task calls' up to float rounding.
+A multi-task learner that draws a mixed batch every step passes each task's rows through that
+task's own encoder and head: with ten tasks, ten small ``addmm`` calls per layer where one would
+do. On a GPU each call costs its launch whatever its size; on a CPU core, its dispatch. Two
+ways to batch them live here:
+
+* **stacks that own the weights** (:class:`LinearStack`, :class:`MLPStack`): the members'
+  ``Linear`` weights are one ``[G, out, in]`` tensor that each member's module aliases, so a
+  step runs every member's rows in one ``baddbmm`` per layer and an optimiser steps one tensor,
+  while the per-member modules (what actors, checkpoints and state dicts see) stay as they are.
+  SAC's stacked step uses them (:mod:`mtrl.algorithms.sac.stacked_step`), on the CPU and on a
+  GPU alike.
+* **stacking on the fly** (:func:`run_stacked`, :func:`apply_many`, :func:`encode_many`): the
+  modules' weights are stacked at each call (``torch.stack``, differentiable: each task's
+  parameter receives its own gradient) and every task's rows padded to the largest count, for
+  code that keeps per-task modules as its parameters (IMPALA's :meth:`~mtrl.learner.model.
+  MultiTaskModel.embed_many`, SAC's per-task step). By default this runs where the modules live
+  on a CUDA GPU (:data:`STACKED`): on a CPU the stacking and padding copies cost more than the
+  calls they save.
 
 Modules take part through :func:`stack_signature`: a ``Linear`` or an ``nn.Sequential`` of
-``Linear`` layers and parameterless activations. Anything else runs task by task, as before.
-By default the batching runs where the modules live on a CUDA GPU (:data:`STACKED`);
-``benchmarks/learner_update.py --stacked`` times it on and off side by side.
+``Linear`` layers and parameterless activations. Anything else runs task by task.
+``benchmarks/learner_update.py --stacked`` times the on-the-fly stacking on and off side by side.
 """
 
 from __future__ import annotations
