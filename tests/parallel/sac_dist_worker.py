@@ -2,9 +2,10 @@
 
     torchrun --standalone --nproc-per-node 2 tests/parallel/sac_dist_worker.py OUT_DIR GRADIENTS...
 
-For each ``learner.multitask.gradients`` named (sum, pcgrad, cagrad), writes
-``OUT_DIR/sac_{gradients}_rank{rank}.pt``: the scenario's results and, after two more updates, the
-results of a learner resumed from rank 0's state beside the one that saved it.
+For each ``learner.multitask.gradients`` named (sum, pcgrad, cagrad; ``sum-per-task``: sum on
+SAC's per-task step instead of the stacked one), writes ``OUT_DIR/sac_{name}_rank{rank}.pt``: the
+scenario's results and, after two more updates, the results of a learner resumed from rank 0's
+state beside the one that saved it.
 """
 
 from __future__ import annotations
@@ -15,14 +16,25 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from sac_scenarios import BATCH, NAMES, FixedRowsDataParallelSac, build_model, learner_config, run
+from sac_scenarios import (
+    BATCH,
+    NAMES,
+    FixedRowsDataParallelSac,
+    build_model,
+    learner_config,
+    run,
+    step_path,
+)
 
 from mtrl.learner.distributed import DistContext
 
 
-def _replica(ctx: DistContext, gradients: str) -> FixedRowsDataParallelSac:
+def _replica(ctx: DistContext, name: str) -> FixedRowsDataParallelSac:
+    gradients, _, path = name.partition("-")
     cfg = learner_config(BATCH, gradients=gradients)
-    learner = FixedRowsDataParallelSac(build_model(), cfg, NAMES, ctx)
+    with step_path(path != "per-task"):
+        learner = FixedRowsDataParallelSac(build_model(), cfg, NAMES, ctx)
+    assert (learner.stacked is not None) is (path != "per-task")
     learner.ranks = [ctx.rank]
     return learner
 

@@ -9,16 +9,20 @@ process with twice the batch, drawing the union of the ranks' rows, must take th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
+from mtrl.algorithms.sac import stacked_step
 from mtrl.algorithms.sac.batch import Group
 from mtrl.algorithms.sac.learner import SacLearner
 from mtrl.algorithms.sac.parallel import DataParallelSacLearner
+from mtrl.algorithms.sac.stacked_batch import HostBatch, draw
 from mtrl.config import LearnerConfig, parse_config
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
@@ -156,8 +160,31 @@ class FixedRows:
         self.drawn += 1
         return groups
 
+    def _draw_stacked(
+        self, ready: Sequence[int], counts: Sequence[int], rows: Sequence[int] | None
+    ) -> HostBatch:
+        """The stacked step's batch of the same fixed rows (counts are the fixed ones)."""
+        step = self.drawn
+        self.drawn += 1
+        replays = [_FixedReplay(step, self.ranks, task) for task in range(len(SPACES))]
+        fixed = [sum(ROWS[r][task] for r in self.ranks) for task in range(len(SPACES))]
+        groups = self.stacked.groups  # type: ignore[attr-defined]
+        return draw(groups, replays, list(range(len(SPACES))), fixed, np.random.default_rng(0))
+
     def _noise_like(self, mean: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(mean)
+
+
+class _FixedReplay:
+    """A replay whose draw is :func:`_rows` of ``ranks`` for one step and task."""
+
+    def __init__(self, step: int, ranks: Sequence[int], task: int) -> None:
+        self.parts = [_rows(step, r, task) for r in ranks]
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[Any, np.ndarray, np.ndarray]:
+        joined = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+        assert len(joined["rewards"]) == n
+        return SimpleNamespace(**joined), np.arange(n), np.ones(n)
 
 
 class FixedRowsSac(FixedRows, SacLearner):
@@ -185,8 +212,23 @@ def run(learner: Any) -> dict[str, Any]:
     }
 
 
-def run_single_process(max_grad_norm: float | None = 0.5, gradients: str = "sum") -> dict[str, Any]:
+@contextmanager
+def step_path(stacked: bool) -> Iterator[None]:
+    """Learners built within take SAC's stacked step (True) or the per-task step."""
+    before = stacked_step.ENABLED
+    stacked_step.ENABLED = stacked
+    try:
+        yield
+    finally:
+        stacked_step.ENABLED = before
+
+
+def run_single_process(
+    max_grad_norm: float | None = 0.5, gradients: str = "sum", stacked: bool = True
+) -> dict[str, Any]:
     """The scenario in one process drawing every rank's rows, with twice the batch."""
     cfg = learner_config(WORLD * BATCH, max_grad_norm, gradients)
-    learner = FixedRowsSac(build_model(), cfg, NAMES)
+    with step_path(stacked):
+        learner = FixedRowsSac(build_model(), cfg, NAMES)
+    assert (learner.stacked is not None) is stacked
     return run(learner)

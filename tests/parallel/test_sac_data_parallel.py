@@ -22,7 +22,7 @@ from torchrun_launch import HERE, finish, torchrun
 pytestmark = pytest.mark.timeout(300)
 
 
-COMBINATIONS = ["sum", "pcgrad"]
+COMBINATIONS = ["sum", "pcgrad", "sum-per-task"]  # sum-per-task: SAC's per-task step
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +93,22 @@ def test_replicas_stay_identical_and_a_resumed_replica_continues_exactly(ranks) 
     for r in ranks:
         for name, value in _tensors(r["continued"]).items():
             assert torch.equal(_tensors(r["resumed"])[name], value), name
+
+
+def test_replicas_on_the_per_task_step_match_one_process(all_ranks) -> None:
+    """The per-task step (what Dict observations and per-task step sizes take) in data
+    parallel, against one process on it; and the same end as the stacked step's."""
+    reference = run_single_process(stacked=False)
+    expected = _tensors(reference)
+    stacked = _tensors(run_single_process())
+    for name, value in expected.items():
+        torch.testing.assert_close(stacked[name], value, rtol=1e-4, atol=1e-5, msg=name)
+    for r, result in enumerate(all_ranks["sum-per-task"]):
+        got = _tensors(result)
+        for name, value in expected.items():
+            torch.testing.assert_close(
+                got[name], value, rtol=1e-4, atol=1e-5, msg=f"rank {r} {name}"
+            )
 
 
 def test_replicas_combining_the_tasks_gradients_match_one_process(all_ranks) -> None:

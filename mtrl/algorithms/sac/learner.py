@@ -47,6 +47,7 @@ from mtrl.algorithms.sac.networks import (
     squashed_params_many,
 )
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
+from mtrl.algorithms.sac.stacked_batch import HostBatch, draw
 from mtrl.algorithms.sac.stacked_step import StackedSac
 from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
 from mtrl.config import LearnerConfig
@@ -255,6 +256,14 @@ class SacLearner:
             [model.policy(k, hk).log_probs for k, hk in zip(g.tasks, h, strict=True)]
         )
         return None, losses.discrete_entropy(log_probs), log_probs
+
+    def _draw_stacked(
+        self, ready: Sequence[int], counts: Sequence[int], rows: Sequence[int] | None
+    ) -> HostBatch:
+        """The stacked step's batch: ``counts[i]`` transitions of task ``ready[i]`` laid out per
+        group of tasks, with at least ``rows`` rows per task in each group."""
+        assert self.stacked is not None
+        return draw(self.stacked.groups, self.replays, ready, counts, self.rng, rows)
 
     def _noise_like(self, mean: torch.Tensor) -> torch.Tensor:
         """The reparameterisation's standard normal noise, one per action dim."""

@@ -43,7 +43,7 @@ from gymnasium import spaces
 from mtrl.algorithms.sac import graphed, losses
 from mtrl.algorithms.sac.graphed import GraphedStep
 from mtrl.algorithms.sac.networks import SquashedGaussianHead, squash_log_std
-from mtrl.algorithms.sac.stacked_batch import GroupBatch, GroupSpec, draw, on_device, views
+from mtrl.algorithms.sac.stacked_batch import GroupBatch, GroupSpec, on_device, views
 from mtrl.algorithms.sac.stacked_nets import Critics, Policy, stackable_encoder
 from mtrl.learner.distributions import CategoricalHead
 from mtrl.learner.stacked import stack_signature
@@ -172,7 +172,7 @@ class StackedSac:
         lr = self.learner
         counts = lr.mix.split(lr.sac.batch_size, ready, lr.rng)
         rows = self.graphed.rows if self.graphed is not None else None
-        host = draw(self.groups, lr.replays, ready, counts, lr.rng, rows)
+        host = lr._draw_stacked(ready, counts, rows)
         if self.graphed is not None:
             return self.graphed.run(host)
         batches, count = on_device(self.groups, host, lr.device)
