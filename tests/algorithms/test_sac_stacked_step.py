@@ -209,6 +209,10 @@ def test_the_actors_modules_are_views_of_the_stacks() -> None:
             [BOX, TaskSpaces(spaces.Tuple([BOX.observation_space]), spaces.Discrete(2))],
             "task 1's observation is a Tuple",
         ),
+        (
+            [BOX, TaskSpaces(spaces.Box(0, 2**30, (3,), np.int64), spaces.Discrete(2))],
+            "task 1's integer observations reach past float32's exact range",
+        ),
     ],
 )
 def test_tasks_the_stacked_step_cannot_take_keep_the_per_task_step(tasks: list, why: str) -> None:

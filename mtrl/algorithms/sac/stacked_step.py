@@ -71,6 +71,8 @@ def why_not(learner: SacLearner, lr_scales: Sequence[float] | None) -> str | Non
             return f"task {k}'s observation is a {type(t.observation_space).__name__}"
         if not isinstance(t.observation_space.shape, tuple) or t.observation_space.shape is None:
             return f"task {k}'s observation has no array shape"
+        if _beyond_float32(t.observation_space):
+            return f"task {k}'s integer observations reach past float32's exact range"
         head = learner.model.policy_heads[k]
         if isinstance(t.action_space, spaces.Box):
             if not isinstance(head, SquashedGaussianHead):
@@ -83,6 +85,22 @@ def why_not(learner: SacLearner, lr_scales: Sequence[float] | None) -> str | Non
         ):
             return f"task {k}'s {type(t.action_space).__name__} action"
     return None
+
+
+def _beyond_float32(space: spaces.Space) -> bool:
+    """Whether an integer space's values may not survive the batch's float32 block exactly
+    (beyond ±2**24, or unbounded)."""
+    dtype = getattr(space, "dtype", None)
+    if dtype is None or not np.issubdtype(dtype, np.integer):
+        return False
+    if isinstance(space, spaces.Discrete):
+        return abs(int(space.start)) + int(space.n) > 2**24
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    if low is None or high is None:
+        return False
+    return bool(np.max(np.abs(np.asarray(low, np.float64))) > 2**24) or bool(
+        np.max(np.abs(np.asarray(high, np.float64))) > 2**24
+    )
 
 
 def task_groups(learner: SacLearner) -> tuple[list[GroupSpec], list[bool]]:
