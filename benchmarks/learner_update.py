@@ -60,6 +60,7 @@ from gymnasium import spaces as gym_spaces
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 from step_anatomy import anatomy as step_anatomy
+from step_anatomy import profiled, sync
 
 from mtrl.algorithms import make_learner
 from mtrl.algorithms.sac import graphed, stacked_step
@@ -96,27 +97,11 @@ def task_block(task: int, spaces: TaskSpaces, steps: int, columns: int, seed: in
     )
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def profile_updates(learner: Any, batches: list[TaskBatch], updates: int) -> dict[str, Any]:
     """Where ``updates`` more updates spend their time: the top ops by self CPU time and (on a
     GPU) by self device time, and the device's busy time over the updates' wall time."""
-    from torch.profiler import ProfilerActivity, profile
-
     device = learner.device
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    _sync(device)
-    start = time.perf_counter()
-    with profile(activities=activities) as prof:
-        for _ in range(updates):
-            learner.update(batches)
-        _sync(device)
-    wall = time.perf_counter() - start
+    prof, wall = profiled(lambda: learner.update(batches), updates, device)
     events = prof.key_averages()
     out: dict[str, Any] = {
         "updates": updates,
@@ -136,11 +121,11 @@ def ms_per_draw(learner: Any, draws: int) -> float:
     gradient step that where the replay lives decides (``benchmarks/replay_device.py``)."""
     ready = learner.ready_tasks()
     draws = max(int(draws), 20)
-    _sync(learner.device)
+    sync(learner.device)
     start = time.perf_counter()
     for _ in range(draws):
         learner._sample(ready)  # the draw alone, as each gradient step makes it
-    _sync(learner.device)
+    sync(learner.device)
     return (time.perf_counter() - start) / draws * 1e3
 
 
@@ -235,11 +220,11 @@ def measure(
     for _ in range(warmup):
         stats = learner.update(batches)
     gradient_steps = stats.get("sac/gradient_steps")
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     for _ in range(updates):
         stats = learner.update(batches)
-    _sync(device)
+    sync(device)
     seconds = time.perf_counter() - start
     ms = seconds / updates * 1e3
     result: dict[str, Any] = {

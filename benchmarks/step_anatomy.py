@@ -29,7 +29,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-__all__ = ["anatomy", "matmul_calls", "time_calls"]
+__all__ = ["anatomy", "matmul_calls", "profiled", "sync", "time_calls"]
 
 _MATMULS = {
     "aten.mm.default",
@@ -80,7 +80,8 @@ def matmul_calls(step: Callable[[], Any]) -> list[tuple[Any, list[Any], dict[str
     return rec.calls
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (a no-op off a GPU): what a clock reads after."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -92,31 +93,37 @@ def time_calls(calls: list[Any], device: torch.device, repeats: int = 20) -> flo
     with torch.no_grad():
         for func, args, kw in ready:  # warm-up
             func(*args, **kw)
-        _sync(device)
+        sync(device)
         passes = []
         for _ in range(repeats):
             start = time.perf_counter()
             for func, args, kw in ready:
                 func(*args, **kw)
-            _sync(device)
+            sync(device)
             passes.append(time.perf_counter() - start)
     passes.sort()
     return passes[len(passes) // 2]
 
 
-def _profile(step: Callable[[], Any], steps: int, device: torch.device) -> dict[str, float]:
+def profiled(step: Callable[[], Any], steps: int, device: torch.device) -> tuple[Any, float]:
+    """``steps`` calls of ``step`` under ``torch.profiler`` (the GPU's activity too, on one):
+    the profile and the calls' wall seconds, the device finished."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     with profile(activities=activities) as prof:
         for _ in range(steps):
             step()
-        _sync(device)
-    wall = time.perf_counter() - start
+        sync(device)
+    return prof, time.perf_counter() - start
+
+
+def _profile(step: Callable[[], Any], steps: int, device: torch.device) -> dict[str, float]:
+    prof, wall = profiled(step, steps, device)
     events = prof.events()
     out = {"aten_ops": sum(1 for e in events if e.name.startswith("aten::")) / steps}
     if device.type == "cuda":
@@ -142,11 +149,11 @@ def anatomy(step: Callable[[], Any], device: torch.device, steps: int = 10) -> d
     calls = matmul_calls(step)
     floor = time_calls(calls, device) if calls else float("nan")
     counts = _profile(step, steps, device)
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    _sync(device)
+    sync(device)
     ms = (time.perf_counter() - start) / steps * 1e3
     return {
         "gflop": flops / 1e9,

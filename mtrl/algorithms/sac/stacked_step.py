@@ -284,9 +284,7 @@ class StackedSac:
             losses.critic_loss(q[0], q[1], y, b.weights)
             for q, y, b in zip(qs, ys, batches, strict=True)
         ]
-        n = float(lr.sac.batch_size)  # the rows of every step (the counts' sum)
-        loss = sum(r.sum() for r in per_row) / n
-        lr._step(lr.critic_opt, loss, self.critic.params, self._by_task(per_row, count, n))
+        loss = self._descend(lr.critic_opt, per_row, self.critic.params, count)
         tds = [(0.5 * (q - y).abs().sum(0)).detach() for q, y in zip(qs, ys, strict=True)]
         return loss, qs, tds
 
@@ -311,10 +309,22 @@ class StackedSac:
                 term = losses.discrete_actor_loss(aux, q[0], q[1], alpha.expand(aux.shape[:2]))
                 entropies.append(losses.discrete_entropy(aux).detach())
             per_row.append(term * b.mask)
-        n = float(lr.sac.batch_size)
-        loss = sum(r.sum() for r in per_row) / n
-        lr._step(lr.actor_opt, loss, self.actor_params, self._by_task(per_row, count, n))
+        loss = self._descend(lr.actor_opt, per_row, self.actor_params, count)
         return loss, entropies
+
+    def _descend(
+        self,
+        opt: torch.optim.Optimizer,
+        per_row: Sequence[torch.Tensor],
+        params: Sequence[torch.Tensor],
+        count: torch.Tensor,
+    ) -> torch.Tensor:
+        """One step of ``opt`` on the batch's mean of the groups' ``per_row`` losses (each
+        task's part apart where the tasks' gradients are combined); returns the loss."""
+        n = float(self.learner.sac.batch_size)  # the rows of every step (the counts' sum)
+        loss = sum(r.sum() for r in per_row) / n
+        self.learner._step(opt, loss, params, self._by_task(per_row, count, n))
+        return loss
 
     def _temperature_step(self, count: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
         """Each task's temperature towards its target entropy, from its rows' summed entropy
