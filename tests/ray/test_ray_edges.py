@@ -134,7 +134,9 @@ def test_a_task_the_cluster_has_no_room_for_is_named_at_the_start_and_in_the_tab
     assert steps[name] == (
         "0 (no steps: no actor: the run's 3 actors ask for 3 CPUs, the Ray cluster has 2)"
     )
-    assert all(v[0].isdigit() and v != "0" for k, v in steps.items() if k != name), steps
+    # The other two had actors (on a loaded machine one may start so late that the other
+    # makes the whole budget alone: its row then has no reason to give).
+    assert all("no actor" not in v for k, v in steps.items() if k != name), steps
 
 
 def _column(lines: list[str], col: int) -> dict[str, str]:
