@@ -91,6 +91,7 @@ class HybridPool:
         )
         self._where: dict[int, ParallelPool | RayPool] = {}  # every actor started: its side
         self._quarantined: set[int] = set()
+        self._room_said = False  # the first set_actors names the tasks Ray has no room for
         self._node = this_node()
 
     # -- actors -------------------------------------------------------------------------------
@@ -137,6 +138,13 @@ class HybridPool:
             newest_first = self.remote.actor_ids(task)[::-1] + self.local.actor_ids(task)[::-1]
             for actor_id in newest_first[:stop]:
                 self.stop_actor(actor_id)
+        if not self._room_said:
+            self._room_said = True
+            self.remote.warn_no_room(self.local.actors_per_task())
+
+    def no_actor_reasons(self) -> dict[int, str]:
+        """Per task that wants actors and has none running here or on a node, why."""
+        return self.remote.no_actor_reasons(self.local.actors_per_task())
 
     def budget_slots(self) -> int | None:
         """The Ray side's budget (``budget_from_cluster``) plus the local actors; else None."""

@@ -96,3 +96,8 @@ class ClusterPool(ScalablePool, Protocol):
     def metrics(self) -> dict[str, float]:
         """Cluster figures for the metric records (actors per node)."""
         ...
+
+    def no_actor_reasons(self) -> dict[int, str]:
+        """Per task that wants actors and has none running now, why (the cluster has no room
+        for it): the final table's reason for a task that made no steps."""
+        ...

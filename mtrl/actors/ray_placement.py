@@ -6,8 +6,11 @@ memory or custom resources per actor than any one node offers) is refused before
 (:func:`unfit_placements`: ``mtrl validate`` and the pool's start). A task whose actors all
 wait for room for longer than ``actors.ray.starved_warning_s`` (the cluster has fewer CPUs than
 the run's actors ask for, or the node that had its resources left) gets one warning naming the
-cause and the fix (:class:`StarveWatch`, :func:`starved_message`). Nothing here imports Ray:
-the cluster is read by the callers as :class:`NodeResources`.
+cause and the fix (:class:`StarveWatch`, :func:`starved_message`). A shortfall already plain
+when the run starts its actors (they ask for more CPUs than the cluster has) is said then,
+naming each task left without an actor (:func:`unplaced_tasks`, :func:`no_room_message`), and
+the final table gives the reason in a few words (:func:`no_actor_reason`). Nothing here
+imports Ray: the cluster is read by the callers as :class:`NodeResources`.
 """
 
 from __future__ import annotations
@@ -119,6 +122,105 @@ class StarveWatch:
         return out
 
 
+def unplaced_tasks(
+    actors: Sequence[int], placements: Sequence[TaskPlacement], nodes: Sequence[NodeResources]
+) -> list[int]:
+    """Tasks that get no actor at all when the cluster cannot hold every actor asked for.
+
+    ``actors``: each new actor's task, in the order the actors were created. Only when the
+    actors ask for more of some resource than the live ``nodes`` have in all (so some must
+    wait) are they placed in that order, each on the first node with room: Ray gives room to
+    waiting actors in the order they were created, so the tasks this leaves without any actor
+    are the ones that wait. Empty when everything fits."""
+    asked: dict[str, float] = {}
+    for task in actors:
+        for k, v in actor_needs(placements[task]).items():
+            asked[k] = asked.get(k, 0.0) + v
+    if all(v <= sum(n.get(k, 0.0) for n in nodes) for k, v in asked.items()):
+        return []
+    free = [dict(n) for n in nodes]
+    placed: set[int] = set()
+    for task in actors:
+        need = actor_needs(placements[task])
+        for node in free:
+            if all(node.get(k, 0.0) >= v for k, v in need.items()):
+                for k, v in need.items():
+                    node[k] -= v
+                placed.add(task)
+                break
+    return sorted(set(actors) - placed)
+
+
+def _cpu_shortfall(
+    task: int,
+    placements: Sequence[TaskPlacement],
+    wanted: Sequence[int],
+    nodes: Sequence[NodeResources],
+) -> str | None:
+    """How the run's actors outnumber the cluster's CPUs and what to change (None when they
+    do not). ``wanted``: actors per task this run asks the cluster for."""
+    cpus = sum(n.get("CPU", 0.0) for n in nodes)
+    asked = sum(w * placements[i].num_cpus for i, w in enumerate(wanted))
+    if asked <= cpus:
+        return None
+    actors = sum(wanted)
+    fixes = ["give the cluster more CPUs (more nodes, or actors.ray.num_cpus for an embedded Ray)"]
+    if actors > sum(w > 0 for w in wanted):  # more than the one actor each task gets at least
+        fixes.append("lower scheduler.num_actors")
+    share = int(cpus / actors * 100) / 100  # actors that share a CPU ask for a fraction of one
+    if 0 < share < placements[task].num_cpus:
+        fixes.append(
+            f"lower placement.num_cpus (a fraction shares a CPU: {share:g} per actor fits all "
+            f"{actors})"
+        )
+    fixes.append("train fewer tasks at once")
+    per = placements[task].num_cpus
+    return (
+        f"the run's {actors} actors ask for {asked:g} CPUs and the Ray cluster has {cpus:g} on "
+        f"{len(nodes)} node(s), so its {wanted[task]} actor(s) of {per:g} CPU(s) "
+        f"(tasks[{task}].placement.num_cpus) wait for room — "
+        + ", ".join(fixes[:-1])
+        + f" or {fixes[-1]}"
+    )
+
+
+def no_room_message(
+    task: int,
+    name: str,
+    placements: Sequence[TaskPlacement],
+    wanted: Sequence[int],
+    nodes: Sequence[NodeResources],
+) -> str:
+    """One line for the start of a run: task ``task`` gets no actor, because the run's actors
+    ask for more than the cluster has (:func:`unplaced_tasks`), and what to change."""
+    cause = _cpu_shortfall(task, placements, wanted, nodes) or (
+        "the run's actors ask the Ray cluster for more than its nodes have (tasks[*].placement)"
+        f", so its {wanted[task]} actor(s) wait for room — give the cluster more nodes, lower "
+        "the placements or train fewer tasks at once"
+    )
+    return f"task {name!r} gets no actor: {cause}"
+
+
+def no_actor_reason(
+    task: int,
+    placements: Sequence[TaskPlacement],
+    wanted: Sequence[int],
+    nodes: Sequence[NodeResources],
+) -> str:
+    """Why task ``task``'s actors have no node, in a few words (the final table's row)."""
+    short = missing_resources(placements[task], nodes)
+    if short:
+        return f"no actor: no live node has {', '.join(short)}"
+    cpus = sum(n.get("CPU", 0.0) for n in nodes)
+    asked = sum(w * placements[i].num_cpus for i, w in enumerate(wanted))
+    if asked > cpus:
+        return (
+            f"no actor: the run's {sum(wanted)} actors ask for {asked:g} CPUs, the Ray cluster "
+            f"has {cpus:g}"
+        )
+    return "no actor: the nodes that fit its placement are busy with other work"
+
+
 def starved_message(
     task: int,
     name: str,
@@ -139,20 +241,13 @@ def starved_message(
             f"no live node has {', '.join(short)} (tasks[{task}].placement) — the node that "
             "had it left the cluster; start one again or change the placement"
         )
+    shortfall = _cpu_shortfall(task, placements, wanted, nodes)
+    if shortfall is not None:
+        return head + shortfall
     cpus = sum(n.get("CPU", 0.0) for n in nodes)
     asked = sum(w * placements[i].num_cpus for i, w in enumerate(wanted))
-    actors = sum(wanted)
-    if asked > cpus:
-        per = placements[task].num_cpus
-        return head + (
-            f"the run's {actors} actors ask for {asked:g} CPUs and the Ray cluster has "
-            f"{cpus:g} on {len(nodes)} node(s), so its {wanted[task]} actor(s) of {per:g} "
-            f"CPU(s) (tasks[{task}].placement.num_cpus) wait for room — give the "
-            "cluster more CPUs (more nodes, or actors.ray.num_cpus for an embedded Ray), "
-            "lower scheduler.num_actors or placement.num_cpus, or train fewer tasks at once"
-        )
     return head + (
-        f"the run's {actors} actors ask for {asked:g} of the cluster's {cpus:g} CPUs, but the "
-        "nodes that fit its placement are busy with other work (another run's actors?) — free "
-        "them or add a node"
+        f"the run's {sum(wanted)} actors ask for {asked:g} of the cluster's {cpus:g} CPUs, but "
+        "the nodes that fit its placement are busy with other work (another run's actors?) — "
+        "free them or add a node"
     )

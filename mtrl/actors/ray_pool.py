@@ -56,8 +56,11 @@ from mtrl.actors.ray_faults import describe_ray_error, overdue_unroll
 from mtrl.actors.ray_placement import (
     StarveWatch,
     missing_resources,
+    no_actor_reason,
+    no_room_message,
     starved_message,
     unfit_placements,
+    unplaced_tasks,
 )
 from mtrl.actors.server import ActorEvent, ReadyUnroll
 from mtrl.actors.unroll import UnrollBuffer
@@ -114,8 +117,10 @@ class RayPool:
     ) -> None:
         """``book`` and ``ids``: shared with another pool, as
         :class:`~mtrl.actors.pool.ParallelPool`'s (the book's owner restarts actors).
-        ``watch_starved``: :meth:`get` warns of tasks left without a running actor (False:
-        the owner calls :meth:`check_starved` with its own actors counted).
+        ``watch_starved``: the first :meth:`set_actors` names the tasks the cluster has no
+        room for, and :meth:`get` warns of tasks left without a running actor (False: the
+        owner calls :meth:`warn_no_room` and :meth:`check_starved` with its own actors
+        counted).
 
         Raises :class:`UserError` (and leaves the cluster) when no live node could host one
         actor of some task: such a run would train without that task."""
@@ -135,6 +140,7 @@ class RayPool:
         self.watch_starved = watch_starved
         self.starve = StarveWatch(self.ray_config.starved_warning_s)
         self._starve_checked = float("-inf")
+        self._room_said = False
         self._remote = self._ray.remote(RemoteActor)
         model = copy.deepcopy(inference.model).to("cpu").eval()
         model.requires_grad_(False)
@@ -244,6 +250,43 @@ class RayPool:
                     started_pinned.append(actor_id)
             for actor_id in self.actor_ids(task)[::-1][:stop]:
                 self.stop_actor(actor_id)
+        if self.watch_starved and not self._room_said:
+            self.warn_no_room()
+
+    def warn_no_room(self, local: list[int] | None = None) -> None:
+        """Once, when the run's first actors have been created: one WARNING per task that gets
+        no actor because the actors ask for more than the cluster has (the placement is known
+        now; :func:`unplaced_tasks`), saying why and what to change. Such a task is not warned
+        of again after ``starved_warning_s`` unless it has had an actor in between. ``local``:
+        the owner's actors per task running outside Ray (a task with one is not left out)."""
+        self._room_said = True
+        order = [a.spec.task for a in self._actors.values()]  # in the order created
+        if not order:
+            return
+        nodes = live_nodes()
+        wanted = self.actors_per_task()
+        now = time.monotonic()
+        for task in unplaced_tasks(order, self.placements, nodes):
+            t = self.tasks[task]
+            if t is None or (local is not None and local[task] > 0):
+                continue
+            text = no_room_message(task, t.name, self.placements, wanted, nodes)
+            print(f"WARNING: {text}", flush=True)
+            self.starve.since.setdefault(task, now)
+            self.starve.said.add(task)
+
+    def no_actor_reasons(self, local: list[int] | None = None) -> dict[int, str]:
+        """Per task that wants actors and has none on a node now, why, in a few words (for
+        the final table: :func:`no_actor_reason`). ``local``: as :meth:`warn_no_room`'s."""
+        wanted = self.actors_per_task()
+        running = self.placed_per_task()
+        if local is not None:
+            running = [r + n for r, n in zip(running, local, strict=True)]
+        idle = [i for i, (w, r) in enumerate(zip(wanted, running, strict=True)) if w and not r]
+        if not idle:
+            return {}
+        nodes = live_nodes()
+        return {i: no_actor_reason(i, self.placements, wanted, nodes) for i in idle}
 
     def _await_placed(self, actor_ids: list[int], timeout_s: float) -> None:
         """Wait until Ray has given each of ``actor_ids`` a node, or ``timeout_s``."""

@@ -80,7 +80,8 @@ def print_envs(rows: Sequence[dict[str, str]]) -> None:
 def print_train_results(result: TrainResult) -> None:
     """``mtrl train``'s final table: per task the env steps, episodes, recent mean return, the
     greedy eval (when it ran), normalised score and target; when any actor failed, each task's
-    fault count and last error (a task with no steps says so). Then the run directory.
+    fault count and last error (a task with no steps says so, and why where the actors know:
+    no room in the Ray cluster). Then the run directory.
 
     Steps/s counts this session's steps only: a resumed run's earlier steps took earlier time.
     """
@@ -112,7 +113,7 @@ def print_train_results(result: TrainResult) -> None:
         returns += [fmt(t.success_rate, ".0%")] if succeeds else []
         cells = [
             t.name,
-            f"{t.env_steps:,}" if t.env_steps else "[yellow]0 (no steps)[/]",
+            f"{t.env_steps:,}" if t.env_steps else _no_steps(t.no_steps_reason),
             str(t.episodes),
             *returns,
             fmt(t.normalized_score, ".2f"),
@@ -125,6 +126,11 @@ def print_train_results(result: TrainResult) -> None:
     console().print(table)
     if result.run_dir:
         print(f"run directory: {result.run_dir}")
+
+
+def _no_steps(reason: str) -> str:
+    """The env-steps cell of a task that made none, with why where it is known."""
+    return f"[yellow]0 (no steps: {escape(reason)})[/]" if reason else "[yellow]0 (no steps)[/]"
 
 
 def _shorten(text: str, width: int) -> str:

@@ -9,14 +9,22 @@ timer, the :class:`~mtrl.train.unroll_queue.UnrollQueue` its gate.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from mtrl.actors.pool_protocol import ActorPool, ClusterPool, ScalablePool, TurnTakingPool
 from mtrl.errors import UserError
 from mtrl.plugins.external.failure_line import condense
 from mtrl.scheduler import Rebalancer
+from mtrl.train.progress import TaskResult
 from mtrl.train.unroll_queue import UnrollQueue
 
-__all__ = ["apply_initial", "observe_faults", "rebalance", "set_share_targets"]
+__all__ = [
+    "apply_initial",
+    "explain_no_steps",
+    "observe_faults",
+    "rebalance",
+    "set_share_targets",
+]
 
 
 def observe_faults(pool: ActorPool, rebalancer: Rebalancer, names: Sequence[str]) -> None:
@@ -91,3 +99,15 @@ def rebalance(
         print("scheduler: " + "; ".join(moves))
         pool.set_actors(decision.counts)
     set_share_targets(pool, queue, decision.shares)
+
+
+def explain_no_steps(pool: ActorPool, results: list[TaskResult]) -> list[TaskResult]:
+    """``results`` with the reason each task that made no env steps has no actor, where the
+    pool knows one (a Ray cluster without room for it); unchanged otherwise."""
+    if not isinstance(pool, ClusterPool) or all(r.env_steps for r in results):
+        return results
+    reasons = pool.no_actor_reasons()
+    return [
+        replace(r, no_steps_reason=reasons[i]) if not r.env_steps and i in reasons else r
+        for i, r in enumerate(results)
+    ]

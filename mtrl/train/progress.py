@@ -37,6 +37,9 @@ class TaskResult:
     quarantined: bool = False
     success_rate: float | None = None
     """Share of the recent episodes that succeeded, where the env reports success."""
+    no_steps_reason: str = ""
+    """Why a task that made no env steps made none, where the actors know (its actors found
+    no room in the Ray cluster); empty otherwise."""
 
     @property
     def solved(self) -> bool | None:

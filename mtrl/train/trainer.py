@@ -38,7 +38,7 @@ from mtrl.scheduler import Rebalancer
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train import env_failures, run_state
-from mtrl.train.allocation import apply_initial, observe_faults, rebalance
+from mtrl.train.allocation import apply_initial, explain_no_steps, observe_faults, rebalance
 from mtrl.train.checkpointing import Checkpoints, DiskStop
 from mtrl.train.final_eval import FinalEval, final_eval
 from mtrl.train.liveness import Liveness
@@ -242,7 +242,8 @@ class Trainer:
             self.save_checkpoint(seconds)  # every replica: a sharded learner's state is gathered
         final = self.run_final_eval(metrics)  # rank 0, after the save: eval/<task>/greedy_return
         self._log(metrics, (self.env_steps - steps_at_log) / max(now - last_log, 1e-9), seconds)
-        steps, results = self.run_env_steps, final.apply(self.results())
+        steps = self.run_env_steps
+        results = explain_no_steps(self.pool, final.apply(self.results()))
         # A later run() of this trainer (a population member's next interval) continues the
         # clock, as a resumed run does.
         self.elapsed_before += seconds

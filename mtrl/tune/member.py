@@ -46,6 +46,7 @@ from mtrl.tune.space import apply
 __all__ = [
     "IntervalTrainer",
     "MemberTrainer",
+    "member_run_name",
     "member_score",
     "target_fraction",
     "train_interval",
@@ -221,7 +222,7 @@ def train_member(config: dict[str, Any], base: dict[str, Any], experiment: str) 
             state, _ = load_latest(d)
             origin = read_origin(Path(d))
     copied_from = origin if origin != trial else None
-    run_dir = _run_dir(Path(experiment) / trial, cfg)
+    run_dir = _run_dir(Path(experiment) / trial, cfg, member)
     done = int(state["env_steps"]) if state is not None else 0
     trainer = MemberTrainer(cfg, run_dir, state, get_plugins(), member)
     started = True
@@ -248,9 +249,17 @@ def train_member(config: dict[str, Any], base: dict[str, Any], experiment: str) 
         trainer.close()
 
 
-def _run_dir(home: Path, cfg: ExperimentConfig) -> Path:
+def member_run_name(name: str, member: int) -> str:
+    """The name of member ``member``'s run directory (before its seed and time): the
+    population's ``name`` and the member's index, so that the members' runs side by side
+    (``mtrl report``'s legends, a run list) are told apart."""
+    return f"{name}-member{member}"
+
+
+def _run_dir(home: Path, cfg: ExperimentConfig, member: int) -> Path:
     """The member's run directory under its trial directory (made once, then continued)."""
     found = member_run_dir(home)
     if found is not None:
         return found
-    return create_run_dir(home / "run", cfg.name, cfg.seed, cfg.model_dump(mode="json"))
+    name = member_run_name(cfg.name, member)
+    return create_run_dir(home / "run", name, cfg.seed, cfg.model_dump(mode="json"))

@@ -6,10 +6,14 @@ Every member gets an equal share of the cluster's CPUs as its Ray resources, so 
 population trains at once; each member's actors are its own processes. The scheduler
 (:mod:`mtrl.tune.schedulers`) ranks the members at equal env steps.
 
+A replay-based rule's members keep their replay in their checkpoints
+(:mod:`mtrl.tune.replay`), and Ray Tune's own resume hint (``Tuner.restore``) is not printed
+(:mod:`mtrl.tune.ray_hint`): ``mtrl tune`` says how to continue.
+
 Results: Ray Tune's experiment directory ``DIR/NAME`` (a trial directory per member, holding
-the member's mtrl run directory under ``run/``; on a multi-node cluster ``DIR`` must be shared
-storage), and ``DIR/NAME/members.csv``: each member's hyperparameters, score and env steps at
-its end.
+the member's mtrl run directory, ``run/NAME-memberI__SEED__TIME``; on a multi-node cluster
+``DIR`` must be shared storage), and ``DIR/NAME/members.csv``: each member's
+hyperparameters, score and env steps at its end.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
 from mtrl.tune.member import train_member
+from mtrl.tune.ray_hint import without_restore_hint
+from mtrl.tune.replay import keep_replay
 from mtrl.tune.space import param_space
 
 __all__ = ["MemberResult", "run_population"]
@@ -52,6 +58,10 @@ def run_population(
         raise UserError(f"mtrl tune needs Ray Tune: pip install 'mtrl[tune]' ({e})") from None
     from mtrl.actors.ray_cluster import connect
     from mtrl.tune.schedulers import make_scheduler
+
+    cfg, note = keep_replay(cfg)  # a replay-based rule's members keep it across restarts
+    if note is not None:
+        print(f"note: {note}", flush=True)
 
     session = connect(cfg.actors.ray)
     try:
@@ -93,7 +103,8 @@ def run_population(
                     verbose=1,
                 ),
             )
-        grid = tuner.fit()
+        with without_restore_hint():  # mtrl's resume command is the one to use
+            grid = tuner.fit()
     finally:
         session.close()
     members = [

@@ -120,7 +120,9 @@ RAY_2_CPUS = "actors: {mode: ray, ray: {num_cpus: 2}}"
 
 def starved_task_is_warned(deadline_s: float = 600.0) -> dict[str, Any]:
     """Three tasks of one actor each on an embedded Ray of 2 CPUs: one actor never gets a
-    node. The run goes on until the warning is printed, and 5 s more (or ``deadline_s``)."""
+    node. The run goes on until the warning is printed (at the start, or after
+    ``starved_warning_s`` for a task the start did not name), and 5 s more (or
+    ``deadline_s``)."""
     from mtrl.config import parse_config
     from mtrl.train.trainer import Trainer
 
@@ -147,7 +149,12 @@ tracking: {console: quiet, csv: false, wandb: {mode: disabled}}
             # Wait until the two tasks that fit have delivered (a busy machine can take longer
             # than the warning's 15 s to start one) and the one left is warned.
             starved = [t for t, p in enumerate(self.progress) if p.env_steps == 0]
-            said = [f"task {self.names[t]!r} has had no" in printed.getvalue() for t in starved]
+            out = printed.getvalue()
+            said = [
+                f"task {self.names[t]!r} has had no" in out
+                or f"task {self.names[t]!r} gets no actor" in out
+                for t in starved
+            ]
             now = time.monotonic()
             if len(starved) == 1 and all(said):
                 self.said_at = getattr(self, "said_at", now)
@@ -163,9 +170,31 @@ tracking: {console: quiet, csv: false, wandb: {mode: disabled}}
     text = printed.getvalue()
     print(text[-4000:])
     return {
-        "warnings": [ln for ln in text.splitlines() if "has had no running actor" in ln],
+        "warnings": [
+            ln
+            for ln in text.splitlines()
+            if "has had no running actor" in ln or "gets no actor" in ln
+        ],
         "steps": {t.name: t.env_steps for t in result.tasks},
     }
+
+
+def no_room_is_said_at_the_start(tmp: str) -> dict[str, Any]:
+    """``mtrl train`` of three tasks of one actor each on an embedded Ray of 2 CPUs, a run of
+    a few seconds (far short of ``starved_warning_s``): its output, wide enough that the final
+    table keeps each row on one line."""
+    cfg = tiny_config(tmp, "three", total=3000)
+    text = (
+        Path(cfg)
+        .read_text()
+        .replace(
+            "  - {env: gymnasium/CartPole-v1, name: cart, num_envs: 4}\n",
+            "".join(f"  - {{env: gymnasium/CartPole-v1, name: {n}, num_envs: 4}}\n" for n in "abc"),
+        )
+    )
+    text = text.replace("actors: {mode: ray}", RAY_2_CPUS).replace("num_actors: 1", "num_actors: 3")
+    Path(cfg).write_text(text)
+    return _cli("train", cfg, env=dict(os.environ, COLUMNS="300"))
 
 
 def _free_port() -> int:
