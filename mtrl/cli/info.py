@@ -70,10 +70,12 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """Print (or write) the JSON Schema of experiment configs."""
+    """Print (or write) the JSON Schema of experiment configs, with the installed plugin
+    trackers' ``tracking.<name>:`` sections."""
     from mtrl.config import config_schema
+    from mtrl.plugins import get_plugins
 
-    text = json.dumps(config_schema(), indent=2)
+    text = json.dumps(config_schema(get_plugins().trackers.settings_models()), indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
         print(f"wrote {args.output}")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from mtrl.config.choices import choice_error_hint
 from mtrl.config.models import ExperimentConfig
 from mtrl.config.safe_yaml import compose_config, read_config_text
+from mtrl.config.tracker_sections import SECTION_ERRORS, section_schemas
 from mtrl.errors import ConfigError
 from mtrl.names import own_venv_hints
 
@@ -59,8 +60,13 @@ def format_loc(loc: Loc) -> str:
     return out or "(top level)"
 
 
-def _line_of(root: yaml.Node | None, loc: Loc) -> int | None:
-    """1-based line of the deepest YAML node along ``loc`` that exists."""
+#: Error kinds about a key itself (not its value): their line is the key's.
+_KEY_ERRORS = ("extra_forbidden", *SECTION_ERRORS)
+
+
+def _line_of(root: yaml.Node | None, loc: Loc, *, key: bool = False) -> int | None:
+    """1-based line of the deepest YAML node along ``loc`` that exists (``key``: of the last
+    key itself when it exists, not of its value, which may start on the next line)."""
     node, line = root, None
     for part in loc:
         if node is None:
@@ -80,7 +86,7 @@ def _line_of(root: yaml.Node | None, loc: Loc) -> int | None:
         ):
             child = node.value[part]
         node = child
-    if node is not None:
+    if node is not None and not key:
         line = node.start_mark.line + 1
     return line
 
@@ -151,7 +157,7 @@ def _message(err: dict[str, Any], env_note: EnvNote | None = None) -> str:
     if kind == "unknown_env":
         note = env_note(str(err.get("input"))) if env_note else None
         return err["msg"] + (f"; {note}" if note else "")
-    known_kinds = ("unknown_policy", "unknown_tracker", "duplicate_task")
+    known_kinds = ("unknown_policy", "unknown_tracker", "duplicate_task", *SECTION_ERRORS)
     if kind in known_kinds or kind == "value_error":
         return err["msg"].removeprefix("Value error, ")
     msg = err["msg"]
@@ -174,20 +180,20 @@ def _problems(
 ) -> list[str]:
     """One ``file:line: path: message`` per validation error and per reserved env kwarg (the
     first :data:`MAX_PROBLEMS`, each cut to :data:`MAX_LINE_CHARS`)."""
-    found: list[tuple[Loc, str]] = []
+    found: list[tuple[Loc, str, bool]] = []
     for e in err.errors(include_url=False) if err is not None else ():
         loc = tuple(e["loc"])
         if e["type"] == "duplicate_task":
             loc = ("tasks", int(e["ctx"]["i"]), "name")
-        found.append((loc, _message(e, env_note)))
+        found.append((loc, _message(e, env_note), e["type"] in _KEY_ERRORS))
     tasks = data.get("tasks")
     for i, task in enumerate(tasks if isinstance(tasks, list) else []):
         if isinstance(task, dict):
             for key, problem in reserved_env_kwargs_problems(task.get("env_kwargs")):
-                found.append((("tasks", i, "env_kwargs", key), problem))
+                found.append((("tasks", i, "env_kwargs", key), problem, True))
     lines: list[tuple[int, str]] = []
-    for loc, message in found[:MAX_PROBLEMS]:
-        line = _line_of(root, loc)
+    for loc, message, of_key in found[:MAX_PROBLEMS]:
+        line = _line_of(root, loc, key=of_key)
         where = f"{source}:{line}" if line else source
         lines.append((line or 0, _fit(f"{where}: {format_loc(loc)}: {message}")))
     out = [text for _, text in sorted(lines, key=lambda x: x[0])]
@@ -214,6 +220,7 @@ def parse_config(
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
     tracker_names: Iterable[str] | None = None,
+    tracker_settings: Mapping[str, type[BaseModel] | None] | None = None,
     algorithms: Mapping[str, Iterable[str]] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
@@ -225,9 +232,13 @@ def parse_config(
     ``scheduler_policies`` (``plugins.schedulers.names()``) are the policy names accepted in
     ``scheduler.policy``; without it only the built-in policies are. ``tracker_names``
     (``plugins.trackers.names()``) are those accepted in ``tracking.trackers``; without it any
-    name is. ``algorithms`` (``plugins.algorithms.parallel_support()``) maps the learning rules
-    accepted in ``learner.algorithm`` to the parallel modes each supports; without it only the
-    built-in rules (``impala``, ``impala_replay``, ``sac``) are.
+    name is. ``tracker_settings`` (``plugins.trackers.settings_models()``) maps every installed
+    tracker to its settings model (or None): each ``tracking.<tracker>:`` section is validated
+    with it, and a section of no installed tracker is refused; without it such sections are
+    kept as plain mappings (mtrl/config/tracker_sections.py). ``algorithms``
+    (``plugins.algorithms.parallel_support()``) maps the learning rules accepted in
+    ``learner.algorithm`` to the parallel modes each supports; without it only the built-in rules
+    (``impala``, ``impala_replay``, ``sac``) are.
 
     The text is held to the limits of :mod:`mtrl.config.safe_yaml` (size, nesting, aliases).
     """
@@ -245,6 +256,8 @@ def parse_config(
         context["scheduler_policies"] = set(scheduler_policies)
     if tracker_names is not None:
         context["tracker_names"] = set(tracker_names)
+    if tracker_settings is not None:
+        context["tracker_settings"] = dict(tracker_settings)
     if algorithms is not None:
         context["algorithms"] = {name: set(modes) for name, modes in algorithms.items()}
     try:
@@ -263,6 +276,7 @@ def load_config(
     env_ids: Iterable[str] | None = None,
     scheduler_policies: Iterable[str] | None = None,
     tracker_names: Iterable[str] | None = None,
+    tracker_settings: Mapping[str, type[BaseModel] | None] | None = None,
     algorithms: Mapping[str, Iterable[str]] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
@@ -274,14 +288,25 @@ def load_config(
         env_ids=env_ids,
         scheduler_policies=scheduler_policies,
         tracker_names=tracker_names,
+        tracker_settings=tracker_settings,
         algorithms=algorithms,
         env_note=env_note,
     )
 
 
-def config_schema() -> dict[str, Any]:
-    """JSON Schema of the experiment config, for editors (e.g. YAML language servers)."""
+def config_schema(
+    tracker_settings: Mapping[str, type[BaseModel] | None] | None = None,
+) -> dict[str, Any]:
+    """JSON Schema of the experiment config, for editors (e.g. YAML language servers).
+
+    ``tracker_settings`` (``plugins.trackers.settings_models()``) adds the installed plugin
+    trackers' sections to ``tracking``."""
     schema = ExperimentConfig.model_json_schema()
+    sections, defs = section_schemas(tracker_settings or {})
+    tracking = schema["$defs"]["TrackingConfig"]["properties"]
+    for name, section in sections.items():
+        tracking.setdefault(name, section)
+    schema["$defs"].update(defs)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "mtrl experiment config"
     return schema

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
+    ConfigDict,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -28,6 +29,7 @@ from mtrl.config.base import ConfigModel
 from mtrl.config.choices import require_registered
 from mtrl.config.learner import LearnerConfig
 from mtrl.config.placement import RayConfig, TaskPlacement
+from mtrl.config.tracker_sections import check_sections
 from mtrl.config.tune import TuneConfig, get_path, search_values, set_path
 from mtrl.names import unknown_env_message, unknown_tracker_message
 
@@ -197,7 +199,14 @@ TrackerName = Annotated[str, Field(min_length=1), AfterValidator(_tracker_exists
 
 
 class TrackingConfig(ConfigModel):
-    """Where metrics go."""
+    """Where metrics go. A plugin tracker's settings go in a section named after the tracker
+    (``tracking.mlflow:``), checked with the plugin's own model (``mtrl plugins`` lists the
+    installed trackers, ``mtrl schema`` their sections)."""
+
+    # Extra keys are plugin trackers' sections, each checked by ``_tracker_sections``.
+    model_config = ConfigDict(
+        extra="allow", json_schema_extra={"additionalProperties": {"type": "object"}}
+    )
 
     run_dir: Path = Path("runs")
     """Parent directory of run directories ``{config}__{seed}__{time}``."""
@@ -222,6 +231,22 @@ class TrackingConfig(ConfigModel):
     (eval env seeds, not the training ones; what ``mtrl eval --greedy`` plays) and report their
     mean return beside the training return and in the last metrics record
     (``eval/<task>/greedy_return``); 0 = no final evaluation."""
+
+    @model_validator(mode="after")
+    def _tracker_sections(self, info: ValidationInfo) -> TrackingConfig:
+        # The installed trackers' settings models come as context key ``tracker_settings``
+        # (mtrl/config/tracker_sections.py says what happens without it).
+        extra = self.__pydantic_extra__
+        if extra:
+            models = (info.context or {}).get("tracker_settings")
+            extra.update(check_sections(extra, type(self).model_fields, models))
+        return self
+
+    def section(self, tracker: str) -> Any:
+        """The settings section of plugin tracker ``tracker`` (``tracking.<tracker>:``): an
+        instance of its settings model when the config was validated with the installed
+        trackers' models, the plain mapping otherwise; None when the config has none."""
+        return (self.__pydantic_extra__ or {}).get(tracker)
 
 
 class CheckpointConfig(ConfigModel):

@@ -72,7 +72,8 @@ def mtrl_register_schedulers(register: SchedulerRegistrar) -> None:
 
 @hookspec
 def mtrl_register_trackers(register: TrackerRegistrar) -> None:
-    """Offer metric trackers by calling ``register.tracker(name, factory, description="")``.
+    """Offer metric trackers by calling ``register.tracker(name, factory, description="",
+    settings=None)``.
 
     ``name`` is what a config lists in ``tracking.trackers`` (one flat namespace shared by all
     plugins; the built-ins ``jsonl``, ``csv``, ``episodes``, ``wandb`` and ``tensorboard`` come
@@ -88,6 +89,13 @@ def mtrl_register_trackers(register: TrackerRegistrar) -> None:
     ``close()`` is called once at the end. A factory or ``write`` that raises is reported by
     name and the tracker is turned off; training goes on. ``description`` is one line for
     listings.
+
+    ``settings``: a pydantic model of the tracker's own settings. A config sets them in the
+    section ``tracking.<name>:``, which ``mtrl validate`` and ``mtrl train`` check with this
+    model (a bad key or value is one line with the file and line; unknown keys are refused
+    whatever the model's ``extra``) and ``mtrl schema`` includes. The factory is then called as
+    ``factory(cfg, run_dir, task_names, settings)``, with the validated section, or None when
+    the config has none (an empty ``<name>:`` gives the model's defaults).
 
     Registration must be cheap: import the tracking client inside ``factory``. Raise
     :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing. Return

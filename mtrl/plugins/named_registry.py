@@ -84,26 +84,36 @@ class NamedRegistrar(Generic[S]):
     def make_spec(self, name: str, obj: Callable[..., Any], description: str) -> S:
         raise NotImplementedError
 
-    def _register(self, name: str, obj: Callable[..., Any], description: str) -> None:
-        problem = self._check(name, obj, description)
+    def _register(
+        self,
+        name: str,
+        obj: Callable[..., Any],
+        description: str,
+        arguments: tuple[str, ...] | None = None,
+    ) -> None:
+        """Add ``obj`` under ``name``, or record why not; ``arguments`` overrides the class's
+        positional parameters (a tracker with settings takes one more)."""
+        problem = self._check(name, obj, description, arguments or self.arguments)
         if problem:
             self.problems.append(f"{self.noun} {name!r}: {problem}")
             return
         self.specs.append(self.make_spec(name, obj, description))
 
-    def _check(self, name: Any, obj: Any, description: Any) -> str | None:
+    def _check(
+        self, name: Any, obj: Any, description: Any, arguments: tuple[str, ...]
+    ) -> str | None:
         if not isinstance(name, str) or not _NAME.match(name):
             return "name must start with a letter and hold only letters, digits, '_', '.' and '-'"
         if not callable(obj):
             return f"{self.what} must be callable, got {type(obj).__name__}"
         if not isinstance(description, str):
             return f"description must be a string, got {type(description).__name__}"
-        n = len(self.arguments)
+        n = len(arguments)
         try:
             inspect.signature(obj).bind(*[None] * n)
         except TypeError:
-            count = {2: "two", 3: "three"}.get(n, str(n))
-            args = ", ".join(self.arguments)
+            count = {2: "two", 3: "three", 4: "four"}.get(n, str(n))
+            args = ", ".join(arguments)
             return f"{self.what} must accept {count} positional arguments ({args})"
         except ValueError:
             pass  # no introspectable signature (some builtins): trust it

@@ -2,6 +2,12 @@
 
 What a tracker is (a :class:`mtrl.tracking.Sink` built per run) is defined in
 :mod:`mtrl.tracking`; the shared mechanics are :mod:`mtrl.plugins.named_registry`.
+
+A tracker may bring its settings as a pydantic model (``settings=``): the config's
+``tracking.<name>:`` section is then validated with that model, like every other key, and the
+factory gets the validated section as its fourth argument. The registry hands the models to
+config validation (:meth:`TrackerRegistry.settings_models`), so the config layer never imports
+this one.
 """
 
 from __future__ import annotations
@@ -9,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 from mtrl.errors import UserError
 from mtrl.names import NO_TRACKERS
@@ -24,12 +32,19 @@ class UnknownTrackerError(UserError, KeyError):
 
 @dataclass(frozen=True)
 class TrackerSpec:
-    """One tracker: ``factory(cfg, run_dir, task_names) -> Sink | None`` and who offers it."""
+    """One tracker: ``factory(cfg, run_dir, task_names) -> Sink | None`` and who offers it.
+
+    ``settings``: the pydantic model of the tracker's ``tracking.<name>:`` section, or None
+    for a tracker without settings; with one, the factory is called as
+    ``factory(cfg, run_dir, task_names, settings)`` (the validated section, None when the
+    config has none).
+    """
 
     name: str
     factory: Callable[..., Any]
     plugin: str
     description: str = ""
+    settings: type[BaseModel] | None = None
 
 
 class TrackerRegistry(NamedRegistry[TrackerSpec]):
@@ -38,6 +53,11 @@ class TrackerRegistry(NamedRegistry[TrackerSpec]):
     noun = "tracker"
     unknown_error = UnknownTrackerError
     none_known = NO_TRACKERS
+
+    def settings_models(self) -> dict[str, type[BaseModel] | None]:
+        """Every tracker's name -> its settings model (None: it takes none), in registration
+        order: what config validation checks ``tracking.<name>:`` sections against."""
+        return {spec.name: spec.settings for spec in self}
 
 
 class TrackerRegistrar(NamedRegistrar[TrackerSpec]):
@@ -50,8 +70,30 @@ class TrackerRegistrar(NamedRegistrar[TrackerSpec]):
     def make_spec(self, name: str, obj: Callable[..., Any], description: str) -> TrackerSpec:
         return TrackerSpec(name, obj, self.plugin, description)
 
-    def tracker(self, name: str, factory: Callable[..., Any], *, description: str = "") -> None:
+    def tracker(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        *,
+        description: str = "",
+        settings: type[BaseModel] | None = None,
+    ) -> None:
         """Register one tracker (see :func:`mtrl.plugins.hookspecs.mtrl_register_trackers`)."""
-        self._register(name, factory, description)
+        if settings is not None and not (
+            isinstance(settings, type) and issubclass(settings, BaseModel)
+        ):
+            self.problems.append(
+                f"{self.noun} {name!r}: settings must be a pydantic BaseModel subclass, "
+                f"got {settings!r}"
+            )
+            return
+        before = len(self.specs)
+        arguments = (*self.arguments, "settings") if settings is not None else None
+        self._register(name, factory, description, arguments)
+        if settings is not None and len(self.specs) > before:
+            spec = self.specs[-1]
+            self.specs[-1] = TrackerSpec(
+                spec.name, spec.factory, spec.plugin, spec.description, settings
+            )
 
     __call__ = tracker

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mtrl.config import ExperimentConfig
+from mtrl.config.tracker_sections import check_sections
 from mtrl.disk_faults import describe, disk_fault
 from mtrl.errors import UserError
 from mtrl.plugins.tracker_registrar import TrackerSpec
@@ -46,7 +47,20 @@ class PluginTracker:
     def __call__(
         self, cfg: ExperimentConfig, run_dir: Path | None, task_names: list[str]
     ) -> Sink | None:
-        return self.spec.factory(cfg, run_dir, task_names)
+        model = self.spec.settings
+        if model is None:
+            return self.spec.factory(cfg, run_dir, task_names)
+        return self.spec.factory(cfg, run_dir, task_names, _settings(cfg, self.spec.name, model))
+
+
+def _settings(cfg: ExperimentConfig, name: str, model: type) -> Any:
+    """Tracker ``name``'s validated section (None when the config has none). A config checked
+    without the installed trackers' models (built in code) holds a plain mapping: the model
+    validates it here, and a bad key stops the tracker's start like any factory error."""
+    section = cfg.tracking.section(name)
+    if section is None or isinstance(section, model):
+        return section
+    return check_sections({name: section}, (), {name: model})[name]
 
 
 def builtin_trackers() -> list[TrackerFactory]:
