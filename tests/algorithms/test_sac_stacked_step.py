@@ -29,7 +29,7 @@ MIXED = [BOX, OTHER, DISCRETE, DISCRETE, IMAGE, INTS, BOX]
 
 
 def _learner(
-    tasks: list[TaskSpaces], stacked: bool, sac: str = "", model: str = "", **over: str
+    tasks: list[TaskSpaces], stacked: bool | None, sac: str = "", model: str = "", **over: str
 ) -> SacLearner:
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
@@ -177,6 +177,18 @@ def test_tasks_are_grouped_by_shape_and_encoders_that_cannot_stack_stand_alone()
         ((4,), False),  # the image's conv encoder
         ((5,), False),  # integers scaled by their bound
     ]
+
+
+@pytest.mark.parametrize(
+    ("tasks", "takes_it"),
+    [([BOX] * 3, True), (MIXED, True), ([BOX], False), ([BOX, OTHER, DISCRETE], False)],
+    ids=["three of one shape", "mixed with a group of two", "one task", "groups of one"],
+)
+def test_on_a_cpu_the_stacked_step_is_taken_where_a_group_holds_several_tasks(
+    tasks: list[TaskSpaces], takes_it: bool
+) -> None:
+    learner = _learner(tasks, None)
+    assert (learner.stacked is not None) is takes_it
 
 
 def test_the_actors_modules_are_views_of_the_stacks() -> None:

@@ -25,9 +25,10 @@ its arithmetic"). Here instead:
 The math is the per-task step's, term by term (``tests/algorithms/test_sac_stacked_step.py``
 compares one step of each, values and gradients: Box and Discrete tasks, vector and image
 observations, prioritized replay, combined task gradients, a task-conditioned torso, one task).
-:func:`why_not` says when a learner keeps the per-task step (Dict or Tuple observations,
-MultiDiscrete actions or action masks, per-task step sizes). :data:`ENABLED` turns the path
-off, to compare (``benchmarks/learner_update.py --stacked-step``).
+:func:`why_not` says when a learner must keep the per-task step (Dict or Tuple observations,
+per-task step sizes, integers past float32's range), :func:`pays` when it is the faster one
+(on a CUDA GPU; on a CPU where a group holds several tasks). :data:`ENABLED` forces either
+path, to compare (``benchmarks/learner_update.py --stacked-step``).
 """
 
 from __future__ import annotations
@@ -48,10 +49,14 @@ from mtrl.algorithms.sac.stacked_nets import Critics, Policy, stackable_encoder
 from mtrl.learner.distributions import CategoricalHead
 from mtrl.learner.stacked import stack_signature
 
-__all__ = ["ENABLED", "StackedSac", "task_groups", "why_not"]
+__all__ = ["ENABLED", "StackedSac", "pays", "task_groups", "why_not"]
 
-ENABLED = True
-"""Take the stacked step wherever :func:`why_not` allows (False: always the per-task step)."""
+ENABLED: bool | None = None
+"""None (the default): take the stacked step where :func:`why_not` allows and it pays — on a
+CUDA GPU always (the step becomes one CUDA graph), on a CPU where some group holds several tasks
+(a group of one runs a batched call of one member, which on a CPU core costs more than the
+plain ``addmm`` of the per-task step: docs/BENCHMARKS.md, "The learner at the speed of its
+arithmetic"). True: wherever :func:`why_not` allows; False: never."""
 
 SacLearner = Any
 """A :class:`~mtrl.algorithms.sac.learner.SacLearner` (which imports this module)."""
@@ -126,6 +131,15 @@ def task_groups(learner: SacLearner) -> tuple[list[GroupSpec], list[bool]]:
     return groups, [stack for *_, stack in found.values()]
 
 
+def pays(learner: SacLearner) -> bool:
+    """Whether the stacked step is the faster one for ``learner`` (:data:`ENABLED`'s default):
+    on a CUDA GPU, or where a group of stacked encoders holds several tasks."""
+    if learner.device.type == "cuda":
+        return True
+    groups, stacked = task_groups(learner)
+    return any(s and len(g.tasks) > 1 for g, s in zip(groups, stacked, strict=True))
+
+
 class StackedSac:
     """The stacked gradient step of one :class:`~mtrl.algorithms.sac.learner.SacLearner`
     (see the module docstring); built by :meth:`build` where :func:`why_not` allows."""
@@ -162,8 +176,11 @@ class StackedSac:
 
     @classmethod
     def build(cls, learner: SacLearner, lr_scales: Sequence[float] | None) -> StackedSac | None:
-        """The stacked step for ``learner``, or None where it keeps the per-task step."""
-        if not ENABLED or why_not(learner, lr_scales) is not None:
+        """The stacked step for ``learner``, or None where it keeps the per-task step
+        (:data:`ENABLED`)."""
+        if ENABLED is False or why_not(learner, lr_scales) is not None:
+            return None
+        if ENABLED is None and not pays(learner):
             return None
         return cls(learner)
 
