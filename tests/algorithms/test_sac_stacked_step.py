@@ -96,13 +96,12 @@ def _step(learner: SacLearner, counts: list[int], noise: bool = True) -> torch.T
     draws = iter(_noise_table(counts))
 
     def fixed(mean: torch.Tensor) -> torch.Tensor:
-        if mean.ndim == 2:  # the per-task step: each draw's rows task by task
-            return torch.cat(next(draws))
-        # the stacked step: both draws at once, [K, 2m, a] (next observations, observations)
-        out, m = torch.zeros_like(mean), mean.shape[1] // 2
-        for half, rows in enumerate(draws):
-            for task, r in enumerate(rows):
-                out[task, half * m : half * m + len(r)] = r
+        rows = next(draws)
+        if mean.ndim == 2:  # the per-task step: the rows task by task
+            return torch.cat(rows)
+        out = torch.zeros_like(mean)  # the stacked step: [K, m, a], padding after each task's
+        for task, r in enumerate(rows):
+            out[task, : len(r)] = r
         return out
 
     learner._noise_like = fixed if noise else torch.zeros_like  # type: ignore[method-assign]

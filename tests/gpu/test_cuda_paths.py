@@ -301,20 +301,25 @@ def test_the_stacked_sac_step_replayed_as_a_cuda_graph_is_the_eager_step(mixed: 
     graphed_learner = _stacked_sac(True, spaces)
     eager_learner = _stacked_sac(False, spaces)
     rows = 16  # the graph's rows per task for counts of 8: 8 x 1.25 rounded up to 8
-    noise = torch.zeros(3, 2 * rows, 2, device=GPU)  # read by the graph at each replay
+    # Two draws a step (next observations, observations), read by the graph at each replay.
+    noise = torch.zeros(2, 3, rows, 2, device=GPU)
     if mixed:
         graphed_learner._noise_like = torch.zeros_like  # type: ignore[method-assign]
         eager_learner._noise_like = torch.zeros_like  # type: ignore[method-assign]
     else:
 
-        def fixed(mean: torch.Tensor) -> torch.Tensor:
-            """The graph's padded rows read the buffer itself; 8 rows a task read its rows."""
-            if mean.shape[1] == 2 * rows:
-                return noise
-            return torch.cat([noise[:, :8], noise[:, rows : rows + 8]], dim=1)
+        def fixed_noise() -> object:
+            calls = iter(range(10**9))
 
-        graphed_learner._noise_like = fixed  # type: ignore[method-assign]
-        eager_learner._noise_like = fixed  # type: ignore[method-assign]
+            def fixed(mean: torch.Tensor) -> torch.Tensor:
+                """The graph's padded rows read the buffer itself; 8 rows a task, its rows."""
+                draw = noise[next(calls) % 2]
+                return draw if mean.shape[1] == rows else draw[:, :8]
+
+            return fixed
+
+        graphed_learner._noise_like = fixed_noise()  # type: ignore[method-assign]
+        eager_learner._noise_like = fixed_noise()  # type: ignore[method-assign]
     g = torch.Generator().manual_seed(2)
     ready = list(range(len(spaces)))
     for _ in range(7):  # the first layout, warm-up steps, the recording, replays
