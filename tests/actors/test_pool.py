@@ -131,6 +131,7 @@ def test_versions_are_stamped_and_lag_is_visible(mode, local):
     assert all(np.all(np.diff(v) >= 0) for v in seen), "versions never go backwards in an unroll"
 
 
+@pytest.mark.slow
 def test_several_actors_of_a_task_share_forwards():
     setups = [_setup("gymnasium/CartPole-v1", num_envs=8), _setup("minatar/breakout", 1)]
     model = _model(setups)
@@ -194,6 +195,7 @@ def test_local_actors_act_with_the_weights_the_learner_publishes():
     assert forwards == 0, "nothing asked the inference server"
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_reported_and_restarted():
     setups = [_setup("gymnasium/CartPole-v1")]
     model = _model(setups)

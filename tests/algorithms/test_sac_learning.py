@@ -19,7 +19,7 @@ from mtrl.config import load_config
 from mtrl.plugins import get_plugins
 from mtrl.train.trainer import Trainer
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 CONFIG = Path(__file__).parents[2] / "configs" / "sac_pendulum_cartpole.yaml"
 THRESHOLDS = {"gymnasium/Pendulum-v1": -250.0, "gymnasium/CartPole-v1": 150.0}

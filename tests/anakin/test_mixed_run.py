@@ -11,7 +11,7 @@ from mtrl.config import parse_config
 from mtrl.errors import UserError
 from mtrl.train.trainer import Trainer
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.mark.parametrize("mode", ["serial", "process"])

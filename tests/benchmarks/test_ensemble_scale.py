@@ -13,6 +13,8 @@ import pytest
 
 from mtrl.plugins import get_plugins
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -313,6 +313,7 @@ tracking: {log_every_s: 0.2}
 """
 
 
+@pytest.mark.slow
 def test_end_to_end_two_seeds(tmp_path: Path) -> None:
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)

@@ -16,6 +16,7 @@ from mtrl.testing.slow_links import unavailable
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(
         (unavailable() or cpu_unavailable()) is not None,
         reason=f"needs namespaces, tc, TUN and cgroups: {unavailable() or cpu_unavailable()}",

@@ -333,6 +333,7 @@ def _play(plan: Plan, address: str) -> SimulationError:
     return caught.value
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)  # 1000 cases: ~20-50 s alone, minutes on a loaded machine
 def test_every_hostile_peer_ends_in_a_simulation_error_in_bounded_time_and_memory() -> None:
     counts: dict[str, int] = {}

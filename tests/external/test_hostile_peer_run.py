@@ -25,7 +25,7 @@ import pytest
 
 from tests.external.conftest import HERE, install_plugin, wait_gone
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 PLUGIN = f"""
 import gymnasium as gym

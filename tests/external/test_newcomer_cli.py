@@ -83,6 +83,7 @@ def test_a_missing_program_is_refused_before_anything_starts(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_train_starts_the_code_only_to_train_and_evaluate_and_keeps_its_logs(
     site: Path, tmp_path: Path
 ) -> None:

@@ -123,6 +123,7 @@ def test_a_crash_under_serial_actors_ends_with_a_checkpoint_and_the_resume_comma
     assert list((run_dir / "checkpoints").iterdir()), "no checkpoint written"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["serial", "process"])
 def test_tasks_of_one_env_keep_their_simulation_logs_apart(
     site: Path, tmp_path: Path, mode: str
@@ -143,6 +144,7 @@ def test_tasks_of_one_env_keep_their_simulation_logs_apart(
         assert texts and all(f"from-{name} (stderr)" in text for text in texts), texts
 
 
+@pytest.mark.slow
 def test_under_process_actors_a_simulation_that_cannot_start_ends_in_one_line(
     site: Path, tmp_path: Path
 ) -> None:

@@ -33,7 +33,7 @@ MODES = [
     "soft_modular-fsdp",
 ]
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")

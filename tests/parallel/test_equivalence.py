@@ -26,6 +26,8 @@ from parallel_scenarios import (
 )
 from torchrun_launch import finish, torchrun
 
+pytestmark = pytest.mark.slow
+
 MODES = ["none", "task_sharded", "fsdp"]
 
 

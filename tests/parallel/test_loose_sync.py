@@ -24,7 +24,7 @@ from mtrl.learner.replica_state import outer_step
 WORKER = Path(__file__).with_name("sync_worker.py")
 SCENARIOS = ["equivalence", "local_sgd", "diloco", "resume", "gossip"]
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
 @pytest.fixture(scope="module")

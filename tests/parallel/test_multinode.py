@@ -16,6 +16,8 @@ from parallel_scenarios import (
 )
 from torchrun_launch import finish, free_port, torchrun
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.timeout(200)
 def test_two_nodes_through_c10d_rendezvous_match_single_process(tmp_path) -> None:

@@ -24,7 +24,7 @@ from torchrun_launch import finish, torchrun
 
 MODES = ["recurrent-none", "recurrent-task_sharded", "recurrent-fsdp"]
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")

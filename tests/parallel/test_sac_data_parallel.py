@@ -19,7 +19,7 @@ from sac_scenarios import (
 )
 from torchrun_launch import HERE, finish, torchrun
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 COMBINATIONS = ["sum", "pcgrad", "sum-per-task"]  # sum-per-task: SAC's per-task step

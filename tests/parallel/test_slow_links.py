@@ -18,6 +18,7 @@ from mtrl.testing.cpu_limit import unavailable as cpu_unavailable
 from mtrl.testing.slow_links import Link, SlowNetwork, unavailable
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(unavailable() is not None, reason=f"slow links: {unavailable()}"),
     pytest.mark.timeout(600),
 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _config(tmp_path: Path, name: str, total: int, learner: str, extra: str = "") -> Path:

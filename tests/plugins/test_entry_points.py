@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 GOOD_PLUGIN = """
 import gymnasium as gym
 from mtrl.plugins import batch_env_from_gymnasium, hookimpl

@@ -16,7 +16,8 @@ from ray_netns import run_scenario  # tests/ray/, on sys.path under pytest's roo
 from mtrl.testing.netns import can_unshare
 
 pytest.importorskip("ray", reason="the ray extra is not installed")
-pytestmark = pytest.mark.timeout(1500)  # scenarios wait on conditions, 1200 s at most
+# scenarios wait on conditions, 1200 s at most
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 EDGE = Path(__file__).with_name("edge_scenarios.py")
 

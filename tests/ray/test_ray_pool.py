@@ -15,7 +15,8 @@ from mtrl.config import parse_config
 from mtrl.errors import UserError
 
 pytest.importorskip("ray", reason="the ray extra is not installed")
-pytestmark = pytest.mark.timeout(1500)  # scenarios wait on conditions, 1200 s at most
+# scenarios wait on conditions, 1200 s at most
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 @pytest.mark.parametrize("core", ["none", "lstm"])

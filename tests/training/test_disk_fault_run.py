@@ -19,7 +19,7 @@ import pytest
 from mtrl.checkpoint import checkpoint_dir, checkpoint_step, list_checkpoints, load_checkpoint
 from tests.small_fs import fill, read_only, tmpfs
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -32,6 +32,7 @@ def _chaos(name: str, kwargs: str) -> str:
     env_kwargs: {{step_delay_s: 0.004, {kwargs}}}"""
 
 
+@pytest.mark.slow
 def test_the_run_finishes_despite_faults_and_a_quarantined_task(tmp_path: Path) -> None:
     once = f"faulty_instances: 1, marker_dir: {tmp_path}/markers"
     yaml = (

@@ -7,6 +7,8 @@ import pytest
 from mtrl.config import parse_config
 from mtrl.train.trainer import Trainer, TrainResult
 
+pytestmark = pytest.mark.slow
+
 
 def _train(yaml_text: str) -> TrainResult:
     trainer = Trainer(parse_config(yaml_text), write_run_dir=False, console=False)

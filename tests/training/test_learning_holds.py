@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow
+
 QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
 SEEDS = (0, 1)
 HOLD = 0.9

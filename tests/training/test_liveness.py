@@ -110,6 +110,7 @@ def test_a_one_task_config_of_four_envs_trains_and_says_why_its_batches_are_smal
     assert "set learner.batch_size to 16 or less" in out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(700)
 def test_ray_actors_too_few_for_a_batch_still_update() -> None:
     """The run ends when its steps are done; the deadline is only for a run that hangs (a Ray
@@ -127,6 +128,7 @@ def test_ray_actors_too_few_for_a_batch_still_update() -> None:
     assert "learner.batch_size asks for 64 env columns" in out
 
 
+@pytest.mark.slow
 def test_a_hung_env_is_reported_as_a_stall_naming_the_actor_that_steps(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,7 +17,7 @@ from mtrl.train.evaluate import evaluate, load_for_eval
 from mtrl.train.progress import TrainResult
 from mtrl.train.trainer import Trainer
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 ENV = "memory/CueRecall-v0"
 

@@ -67,6 +67,7 @@ def _kill_when_checkpointed(cmd: list[str], tmp_path: Path, after_step: int, rng
     return run_dir
 
 
+@pytest.mark.slow
 def test_sigkill_and_resume_repeatedly(tmp_path: Path) -> None:
     cfg = tmp_path / "resume.yaml"
     total = 60_000

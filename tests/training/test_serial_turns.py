@@ -15,7 +15,7 @@ from mtrl.plugins import Plugins, hookimpl, load_plugins
 from mtrl.scheduler import Allocation
 from mtrl.train.trainer import Trainer
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def _one_to_four(records, budget):

@@ -16,7 +16,7 @@ from mtrl.config import parse_config
 from mtrl.train.loss_weights import effective_shares
 from mtrl.train.trainer import Trainer
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def _run(

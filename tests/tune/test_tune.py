@@ -216,6 +216,7 @@ def test_an_asynchronous_population_uses_rays_own_schedulers(tmp_path: Path) -> 
     assert isinstance(make_scheduler(cfg.model_copy(update={"tune": sync_pb2})), SynchPB2)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_an_asynchronous_population_restarts_only_the_members_that_copy(tmp_path: Path) -> None:
     """``tune.synchronous: false``: members are not paused to meet, so a member that does not
@@ -279,6 +280,7 @@ def _steps_logged(trial: Path) -> list[int]:
     return [int(json.loads(line)["charts/env_steps"]) for line in lines]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1000)
 def test_a_population_of_two_trains_exploits_explores_and_resumes_after_ctrl_c(
     tmp_path: Path,

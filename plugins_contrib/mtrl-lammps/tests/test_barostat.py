@@ -152,6 +152,7 @@ def test_one_mpi_job_of_two_ranks_serves_the_copies() -> None:
     np.testing.assert_allclose(means[1], means[2], rtol=0.15)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["crash", "hang"])
 def test_a_rank_killed_or_hung_is_a_counted_fault_and_the_job_restarts(fault: str) -> None:
     """A rank killed mid-episode ends the job (mtrl's launcher takes down the other rank): a
