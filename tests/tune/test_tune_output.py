@@ -115,6 +115,7 @@ def _tune_command(*args: str) -> tuple[list[str], dict[str, str]]:
     return cmd, {**env, "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "disabled"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_sac_population_keeps_its_replay_through_the_meeting_and_names_its_runs_apart(
     tmp_path: Path,
@@ -145,6 +146,7 @@ def test_a_sac_population_keeps_its_replay_through_the_meeting_and_names_its_run
         assert "replay" in state["learner"], sorted(state["learner"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_an_interrupted_population_shows_mtrls_resume_command_and_not_ray_tunes(
     tmp_path: Path,
