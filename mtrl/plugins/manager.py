@@ -13,6 +13,7 @@ Spawned worker processes do not inherit the parent's registry (gymnasium#222): t
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import traceback
 from collections.abc import Callable, Mapping
@@ -49,6 +50,17 @@ ENV_DISABLE = "MTRL_DISABLE_PLUGINS"
 
 Status = Literal["ok", "error", "unavailable", "disabled"]
 _IMPORTLIB_DIR = os.path.dirname(importlib.__file__)
+
+
+def _package_dir(name: str) -> str | None:
+    """Where an installed package lives (None: not installed), without importing it."""
+    spec = importlib.util.find_spec(name)
+    return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+
+
+#: Loader frames that say nothing about a failed plugin: importlib's, and the
+#: ``importlib_metadata`` backport's where a package installs it (its EntryPoint.load).
+_LOADER_DIRS = tuple(d for d in (_IMPORTLIB_DIR, _package_dir("importlib_metadata")) if d)
 
 
 @dataclass
@@ -171,12 +183,13 @@ def _names(var: str) -> set[str] | None:
 
 def _describe(exc: BaseException) -> str:
     """``Type: message (file:line)`` of the innermost frame, for one-line reports; the
-    loader's own frames (this module, ``importlib``, ``<frozen ...>``) say nothing, so they
+    loader's own frames (this module, ``importlib`` and its ``importlib_metadata`` backport,
+    ``<frozen ...>``) say nothing, so they
     are skipped (a module that is not there has no line to show)."""
     tb = [
         f
         for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith(("<", _IMPORTLIB_DIR)) and f.filename != __file__
+        if not f.filename.startswith(("<", *_LOADER_DIRS)) and f.filename != __file__
     ]
     where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
     return f"{type(exc).__name__}: {exc}{where}"
