@@ -15,6 +15,9 @@
     .venv/bin/python benchmarks/learner_update.py CONFIG --device cuda --graphed
     # SAC's stacked step replayed as a CUDA graph (the default on a GPU) against it run
     # eagerly (learner_update_graphed_*; mtrl.algorithms.sac.graphed)
+    .venv/bin/python benchmarks/learner_update.py CONFIG --device cuda --device-draw
+    # SAC's batches drawn on the device from a mirror of the replay (the default on a GPU)
+    # against drawn on the host (learner_update_device_draw_*; .sac.device_replay)
     .venv/bin/python benchmarks/learner_update.py configs/mt10.yaml --box-spaces 39:4
     # a suite's shapes where its envs are not installed (Meta-World's: Box(39) / Box(4))
 
@@ -158,6 +161,7 @@ def measure(
     task_copies: int = 1,
     anatomy: bool = False,
     box_spaces: str | None = None,
+    sac_settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Milliseconds per update (after 5 warm-up updates) on the config's smallest batch
     (``gradients`` overrides ``learner.multitask.gradients``; ``task_copies`` trains each task
@@ -165,8 +169,10 @@ def measure(
     the step's FLOPs, arithmetic floor and op counts, :mod:`step_anatomy`; ``box_spaces``
     ``"OBS:ACT"``: every task gets a float ``Box(OBS)`` observation and ``Box(ACT)`` action in
     ``[-1, 1]`` instead of its env's, so a suite's shapes run where its envs are not installed:
-    ``39:4`` is Meta-World's)."""
+    ``39:4`` is Meta-World's; ``sac_settings``: ``learner.sac`` fields to set)."""
     cfg = load_config(config)
+    for field, value in (sac_settings or {}).items():
+        setattr(cfg.learner.sac, field, value)
     if task_copies > 1:  # a suite of many same-shaped tasks (MT10's shape) from any config
         cfg.tasks = [
             t.model_copy(update={"name": f"{t.key}#{i}"})
@@ -326,10 +332,17 @@ def main(argv: list[str] | None = None) -> int:
         help="time SAC's stacked step replayed as a CUDA graph (the default on a GPU) against "
         "it run eagerly, side by side in 3 interleaved rounds",
     )
+    ap.add_argument(
+        "--device-draw",
+        action="store_true",
+        help="time SAC's batches drawn on the device from a mirror of the replay "
+        "(learner.sac.draw_on_device: true; the default on a GPU) against drawn on the host, "
+        "side by side in 3 interleaved rounds",
+    )
     args = ap.parse_args(argv)
     if args.gradients:
         return compare_gradients(args.config, args.updates, args.device, args.gradients, args)
-    for name in SWITCHES:
+    for name in (*SWITCHES, *SETTINGS):
         if getattr(args, name):
             return compare_switch(name, args.config, args.updates, args.device, args)
     result = {
@@ -415,20 +428,31 @@ SWITCHES = {  # --NAME: the module flag it turns off, and what the off arm is ca
     "graphed": (graphed, "GRAPHED", "eager"),
 }
 
+SETTINGS = {  # --NAME: the learner.sac field it sets true in one arm, false in the other
+    "device_draw": ("draw_on_device", "host-draw"),
+}
+
 
 def compare_switch(
     name: str, config: Path, updates: int, device: str | None, args: argparse.Namespace
 ) -> int:
     """ms per update (and per gradient step, for a replay rule) with a switch of
-    :data:`SWITCHES` on and off, in interleaved rounds (the median of 3)."""
-    module, flag, off = SWITCHES[name]
+    :data:`SWITCHES` (a module flag) or :data:`SETTINGS` (a ``learner.sac`` field) on and off,
+    in interleaved rounds (the median of 3)."""
+    if name in SETTINGS:
+        field, off = SETTINGS[name]
+        module, flag = None, ""
+    else:
+        module, flag, off = SWITCHES[name]
+        field = ""
     arms = {name: True, off: False}
-    default = getattr(module, flag)
+    default = getattr(module, flag) if module is not None else None
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     try:
         for round_ in range(3):
             for arm, on in arms.items():
-                setattr(module, flag, on)
+                if module is not None:
+                    setattr(module, flag, on)
                 first = round_ == 0  # each arm's anatomy once
                 run = measure(
                     config,
@@ -437,6 +461,7 @@ def compare_switch(
                     task_copies=args.task_copies,
                     anatomy=first,
                     box_spaces=args.box_spaces,
+                    sac_settings={field: on} if field else None,
                 )
                 runs[arm].append(run)
                 unit = "ms_per_gradient_step" if "ms_per_gradient_step" in run else "ms_per_update"
@@ -445,7 +470,8 @@ def compare_switch(
                 if first:
                     print(anatomy_line(run["anatomy"]))
     finally:
-        setattr(module, flag, default)
+        if module is not None:
+            setattr(module, flag, default)
     ms = {arm: [r[unit] for r in rs] for arm, rs in runs.items()}
     median = {arm: float(np.median(v)) for arm, v in ms.items()}
     for arm, values in ms.items():

@@ -27,9 +27,12 @@ class TaskReplay:
         self.storage = storage
         self.sampler = sampler
 
-    def add_unroll(self, buf: UnrollBuffer) -> None:
-        """Copy ``buf`` in (the caller may reuse it at once)."""
-        self.sampler.add(*self.storage.add_unroll(buf))
+    def add_unroll(self, buf: UnrollBuffer) -> tuple[np.ndarray, np.ndarray]:
+        """Copy ``buf`` in (the caller may reuse it at once); return the items written and
+        which of them may be drawn (what the sampler was told)."""
+        items, sampleable = self.storage.add_unroll(buf)
+        self.sampler.add(items, sampleable)
+        return items, sampleable
 
     def sample(
         self, batch_size: int, rng: np.random.Generator

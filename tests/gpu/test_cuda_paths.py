@@ -262,16 +262,18 @@ MIXED_GPU = [
 ]
 
 
-def _stacked_sac(graphs: bool, spaces: list[TaskSpaces]) -> object:
+def _stacked_sac(graphs: bool, spaces: list[TaskSpaces], on_device: bool = False) -> object:
     """A SAC learner on the GPU taking the stacked step (replayed as a CUDA graph or not), its
-    replays filled, each step drawing 8 rows of every task."""
+    replays filled, each step drawing 8 rows of every task (on the device from a mirror of the
+    replay, or on the host)."""
     from mtrl.algorithms.sac import graphed, make_sac_learner
 
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
         "learner: {algorithm: sac, unroll_length: 8, device: cuda,"
         " model: {encoder_dim: 16, torso: [16, 16]},"
-        f" sac: {{batch_size: {8 * len(spaces)}, learning_starts: 100000, replay_ratio: 24}}}}\n"
+        f" sac: {{batch_size: {8 * len(spaces)}, learning_starts: 100000, replay_ratio: 24,"
+        f" draw_on_device: {str(on_device).lower()}}}}}\n"
     )
     graphed.GRAPHED = graphs
     try:
@@ -281,6 +283,7 @@ def _stacked_sac(graphs: bool, spaces: list[TaskSpaces]) -> object:
     finally:
         graphed.GRAPHED = True
     assert learner.stacked is not None and (learner.stacked.graphed is not None) is graphs
+    assert (learner.stacked.replay is not None) is on_device
     for k, s in enumerate(spaces):
         learner.update([task_batch(_batch(k, s, 1.0, k), GPU)])  # stored, no step yet
     learner.mix.split = lambda *_: np.full(len(spaces), 8)  # type: ignore[method-assign]
@@ -361,3 +364,78 @@ def test_a_step_that_cannot_be_recorded_runs_eagerly_and_says_why(capsys) -> Non
     assert graphed_step.failed is not None and graphed_step.recordings == 0
     assert "runs eagerly" in capsys.readouterr().out
     assert all(torch.isfinite(p).all() for p in learner.critic.parameters())
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["one shape", "mixed spaces"])
+def test_batches_drawn_on_the_gpu_inside_the_graph_are_the_eager_steps(mixed: bool) -> None:
+    """With the batch drawn on the device from the replay's mirror, the graph replays the draw
+    too: seeded alike, the replayed step ends where the same step run eagerly ends (same rows,
+    same noise), and a step is one graph launch and the counts' copy."""
+    from torch.profiler import ProfilerActivity, profile
+
+    spaces = MIXED_GPU if mixed else [MIXED_GPU[0]] * 3
+    graphed_learner = _stacked_sac(True, spaces, on_device=True)
+    eager_learner = _stacked_sac(False, spaces, on_device=True)
+    ready = list(range(len(spaces)))
+    counts = torch.full((len(spaces),), 8.0, device=GPU)
+    groups = len(graphed_learner.stacked.groups)
+    for step in range(7):  # the first layout (8 rows), warm-up steps, the recording, replays
+        torch.cuda.manual_seed(100 + step)
+        a = graphed_learner._gradient_step(ready).cpu()
+        torch.cuda.manual_seed(100 + step)
+        rows = [8 if step == 0 else 16] * groups  # the graph's layout after the first step
+        b = eager_learner.stacked.step_on_counts(counts, rows)[0].cpu()
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert graphed_learner.stacked.graphed.recordings == 1
+    for name in ("model", "critic", "target"):
+        sa = getattr(graphed_learner, name).state_dict()
+        sb = getattr(eager_learner, name).state_dict()
+        for key in sa:
+            torch.testing.assert_close(sa[key], sb[key], rtol=1e-4, atol=1e-5, msg=key)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                graphed_learner._gradient_step(ready)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    launches = [e.name for e in prof.events() if "LaunchKernel" in e.name]
+    graphs = [e.name for e in prof.events() if e.name.startswith("cudaGraphLaunch")]
+    assert len(graphs) == 3 and len(launches) <= 3, (launches, graphs)
+
+
+def test_by_default_a_gpu_learner_draws_stored_transitions_on_the_device() -> None:
+    """On a CUDA GPU the stacked, graphed step draws on the device by default, and what it
+    draws are the host replay's transitions of each task, never a reset step."""
+    from mtrl.algorithms.sac import make_sac_learner
+
+    cfg = parse_config(
+        "tasks: [{env: a/b}]\n"
+        "learner: {algorithm: sac, unroll_length: 8, device: cuda,"
+        " model: {encoder_dim: 16, torso: [16]},"
+        " sac: {batch_size: 32, learning_starts: 16, replay_ratio: 4}}\n"
+    )
+    torch.manual_seed(0)
+    model = MultiTaskModel(MIXED_GPU, cfg.learner.model).to(GPU)
+    learner = make_sac_learner(model, cfg.learner, [f"t{k}" for k in range(len(MIXED_GPU))])
+    mirror = learner.stacked.replay
+    assert mirror is not None and learner.stacked.graphed is not None
+    for step in range(6):
+        learner.update(
+            [task_batch(_batch(k, s, 1.0, 10 * step + k), GPU) for k, s in enumerate(MIXED_GPU)]
+        )
+    assert learner.gradient_steps > 0
+    counts = torch.full((len(MIXED_GPU),), 5.0, device=GPU)
+    batches, items = mirror.draw(counts, [5] * len(mirror.groups))
+    for g, b, drawn in zip(mirror.groups, batches, items, strict=True):
+        for i, task in enumerate(g.tasks):
+            idx = drawn[i].cpu().numpy()
+            replay = learner.replays[task]
+            assert replay.sampler.state_dict()["live"].numpy()[idx].all()
+            want = replay.storage.get(idx)
+            np.testing.assert_array_equal(
+                b.obs[i].cpu().numpy(), want.obs.reshape(len(idx), -1).astype(np.float32)
+            )
+            np.testing.assert_array_equal(b.rewards[i].cpu().numpy(), want.rewards)

@@ -36,7 +36,7 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.algorithms.feed import batch_to_unroll
-from mtrl.algorithms.sac import losses
+from mtrl.algorithms.sac import device_replay, losses
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
@@ -145,6 +145,14 @@ class SacLearner:
         }
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, **adam)
         self.replays = [self._replay(i) for i in range(k)]
+        if self.stacked is not None:  # on a GPU, the batches drawn there
+            self.stacked.mirror_replay()
+        if sac.draw_on_device and (self.stacked is None or self.stacked.replay is None):
+            print(
+                "learner.sac.draw_on_device is true, but the batches are drawn on the host: "
+                f"{device_replay.why_not(self)}",
+                flush=True,
+            )
         self._keys = [group_key(t.action_space) for t in self.spaces]
         self.ratio = ReplayRatio(sac.replay_ratio, sac.batch_size)
         self.mix = TaskMix(k)
@@ -197,8 +205,11 @@ class SacLearner:
     def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
         """Store ``batches``, then take the gradient steps the replay ratio owes for them."""
         weighted: dict[int, float] = {}
+        mirror = self.stacked.replay if self.stacked is not None else None
         for b in batches:
-            self.replays[b.task].add_unroll(batch_to_unroll(b))
+            items, live = self.replays[b.task].add_unroll(batch_to_unroll(b))
+            if mirror is not None:
+                mirror.write(b.task, items, live)
             weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight
         self.mix.observe(weighted)
         ready = self.ready_tasks()

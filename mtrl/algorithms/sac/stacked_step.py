@@ -41,11 +41,13 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from mtrl.algorithms.sac import graphed, losses
+from mtrl.algorithms.sac import device_replay, graphed, losses
+from mtrl.algorithms.sac.device_replay import DeviceReplay
 from mtrl.algorithms.sac.graphed import GraphedStep
 from mtrl.algorithms.sac.networks import SquashedGaussianHead, squash_log_std
 from mtrl.algorithms.sac.stacked_batch import GroupBatch, GroupSpec, on_device, views
 from mtrl.algorithms.sac.stacked_nets import Critics, Policy, stackable_encoder
+from mtrl.learner.device import to_device
 from mtrl.learner.distributions import CategoricalHead
 from mtrl.learner.stacked import stack_signature
 
@@ -173,6 +175,21 @@ class StackedSac:
         )
         """The step as a replayed CUDA graph (:mod:`mtrl.algorithms.sac.graphed`), or None:
         eager."""
+        self.replay: DeviceReplay | None = None
+        """The replays' mirror on the device the batches are drawn from
+        (:mod:`mtrl.algorithms.sac.device_replay`; :meth:`mirror_replay`), or None: drawn on
+        the host."""
+
+    def mirror_replay(self) -> None:
+        """Draw each step's batch on the device from a mirror of the learner's replays, where
+        :func:`mtrl.algorithms.sac.device_replay.why_not` allows (call once the replays
+        exist)."""
+        lr = self.learner
+        if device_replay.why_not(lr) is not None:
+            return
+        self.replay = DeviceReplay(self.groups, lr.replays, lr.device)
+        if self.graphed is not None:
+            self.graphed.step = self.step_on_counts
 
     @classmethod
     def build(cls, learner: SacLearner, lr_scales: Sequence[float] | None) -> StackedSac | None:
@@ -207,6 +224,11 @@ class StackedSac:
         lr = self.learner
         counts = lr.mix.split(lr.sac.batch_size, ready, lr.rng)
         rows = self.graphed.rows if self.graphed is not None else None
+        if self.replay is not None:  # drawn on the device: only the counts cross
+            request = self.replay.request(ready, counts, rows)
+            if self.graphed is not None:
+                return self.graphed.run(request)
+            return self.step_on_counts(to_device(request.flat, lr.device), request.rows)[0]
         host = lr._draw_stacked(ready, counts, rows)
         if self.graphed is not None:
             return self.graphed.run(host)
@@ -226,6 +248,15 @@ class StackedSac:
         """:meth:`step_on` the device copy of a :class:`HostBatch`'s flat buffer."""
         batches, count = views(self.groups, rows, flat)
         return self.step_on(batches, count)
+
+    def step_on_counts(
+        self, counts: torch.Tensor, rows: Sequence[int]
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """:meth:`step_on` a batch drawn on the device from :attr:`replay`, ``counts`` rows of
+        each task (``[K]``) in blocks of ``rows`` rows per task."""
+        assert self.replay is not None
+        batches, _ = self.replay.draw(counts, rows)
+        return self.step_on(batches, counts)
 
     def step_on(
         self, batches: Sequence[GroupBatch], count: torch.Tensor

@@ -59,3 +59,6 @@ def restore(learner: Any, state: dict[str, Any], quiet: bool = False) -> None:
             replay.load_state_dict(saved)
     elif not quiet:
         print(REFILL_NOTE, flush=True)
+    mirror = learner.stacked.replay if learner.stacked is not None else None
+    if mirror is not None:
+        mirror.reload()
