@@ -281,6 +281,12 @@ def anatomy_line(a: dict[str, Any]) -> str:
             f", {a['kernel_launches']:.0f} kernel launches / {a['kernels']:.0f} kernels, "
             f"device busy {a['device_busy_share']:.0%}"
         )
+        if "device_span_ms_per_step" in a:
+            line += (
+                f"; the host queues a step in {a['host_ms_per_step']:.2f} ms, the device's "
+                f"kernels span {a['device_span_ms_per_step']:.2f} ms a step, busy "
+                f"{a['busy_share_of_span']:.0%} of it"
+            )
     return line
 
 

@@ -16,7 +16,10 @@ in this process, on this machine:
   its size: the quantity a step in a few large calls cuts);
 * on a GPU, **kernel launches per step** (the runtime's launch calls, a CUDA graph's replay
   counting one), **kernels per step** (what the device ran) and the **busy share** (the
-  kernels' time over the steps' wall time).
+  kernels' time over the steps' wall time); and, to tell a step paced by the host from one
+  paced by the device, the **host's part** (the time for the steps' calls to return, before
+  waiting for the device) and the **device's span** (its first kernel's start to its last
+  kernel's end) with the kernels' share of that span (below 1: the gaps between kernels).
 """
 
 from __future__ import annotations
@@ -135,6 +138,12 @@ def _profile(step: Callable[[], Any], steps: int, device: torch.device) -> dict[
         out["kernel_launches"] = launches / steps
         out["kernels"] = len(kernels) / steps
         out["device_busy_share"] = busy_us / 1e6 / wall
+        if kernels:  # the device's timeline: first kernel's start to last kernel's end
+            span_us = max(e.time_range.end for e in kernels) - min(
+                e.time_range.start for e in kernels
+            )
+            out["device_span_ms_per_step"] = span_us / 1e3 / steps
+            out["busy_share_of_span"] = busy_us / span_us if span_us > 0 else float("nan")
     return out
 
 
@@ -153,9 +162,11 @@ def anatomy(step: Callable[[], Any], device: torch.device, steps: int = 10) -> d
     start = time.perf_counter()
     for _ in range(steps):
         step()
+    queued = time.perf_counter()  # the host's part: on a GPU the steps may still be running
     sync(device)
     ms = (time.perf_counter() - start) / steps * 1e3
     return {
+        "host_ms_per_step": (queued - start) / steps * 1e3,
         "gflop": flops / 1e9,
         "matmul_floor_ms": floor * 1e3,
         "matmul_gflops": flops / 1e9 / floor,

@@ -98,10 +98,18 @@ class GraphedStep:
             return out
         if self._graph is None:
             graph = torch.cuda.CUDAGraph()
+            stream = torch.cuda.current_stream(self.device)
+            generator = torch.cuda.default_generators[stream.device_index]
+            before = generator.clone_state()
             try:
                 with torch.cuda.graph(graph):
                     self._out, _ = self.step(self._flat, self.rows)
             except RuntimeError as err:  # nothing ran while recording: step eagerly from here
+                # A failed recording leaves its own stream current and the device's random
+                # generator in recording mode (torch.cuda.graph does not undo either when the
+                # recording's end fails): put both back, or every eager step after would fail.
+                torch.cuda.set_stream(stream)
+                generator.graphsafe_set_state(before)
                 self.failed = f"{type(err).__name__}: {str(err).splitlines()[0]}"
                 print(
                     f"SAC's gradient step could not be recorded as a CUDA graph "
