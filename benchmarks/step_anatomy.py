@@ -16,8 +16,9 @@ in this process, on this machine:
   its size: the quantity a step in a few large calls cuts);
 * on a GPU, **kernel launches per step** (the runtime's launch calls, a CUDA graph's replay
   counting one), **kernels per step** (what the device ran) and the **busy share** (the
-  kernels' time over the steps' wall time); and, to tell a step paced by the host from one
-  paced by the device, the **host's part** (the time for the steps' calls to return, before
+  kernels' time per step, profiled, over the time per step, timed without the profiler, whose
+  own start and stop would outweigh a few replayed graphs); and, to tell a step paced by the
+  host from one paced by the device, the **host's part** (the time for the steps' calls to return, before
   waiting for the device) and the **device's span** (its first kernel's start to its last
   kernel's end) with the kernels' share of that span (below 1: the gaps between kernels).
 """
@@ -126,7 +127,7 @@ def profiled(step: Callable[[], Any], steps: int, device: torch.device) -> tuple
 
 
 def _profile(step: Callable[[], Any], steps: int, device: torch.device) -> dict[str, float]:
-    prof, wall = profiled(step, steps, device)
+    prof, _ = profiled(step, steps, device)
     events = prof.events()
     out = {"aten_ops": sum(1 for e in events if e.name.startswith("aten::")) / steps}
     if device.type == "cuda":
@@ -137,7 +138,7 @@ def _profile(step: Callable[[], Any], steps: int, device: torch.device) -> dict[
         busy_us = sum(e.device_time for e in kernels if "Memcpy" not in e.name)
         out["kernel_launches"] = launches / steps
         out["kernels"] = len(kernels) / steps
-        out["device_busy_share"] = busy_us / 1e6 / wall
+        out["busy_ms_per_step"] = busy_us / 1e3 / steps
         if kernels:  # the device's timeline: first kernel's start to last kernel's end
             span_us = max(e.time_range.end for e in kernels) - min(
                 e.time_range.start for e in kernels
@@ -165,6 +166,9 @@ def anatomy(step: Callable[[], Any], device: torch.device, steps: int = 10) -> d
     queued = time.perf_counter()  # the host's part: on a GPU the steps may still be running
     sync(device)
     ms = (time.perf_counter() - start) / steps * 1e3
+    if "busy_ms_per_step" in counts:  # over the steps' own time: the profiler's start and stop
+        # take tens of ms, more than ten replayed graphs
+        counts["device_busy_share"] = counts["busy_ms_per_step"] / ms
     return {
         "host_ms_per_step": (queued - start) / steps * 1e3,
         "gflop": flops / 1e9,
