@@ -18,9 +18,10 @@ in this process, on this machine:
   counting one), **kernels per step** (what the device ran) and the **busy share** (the
   kernels' time per step, profiled, over the time per step, timed without the profiler, whose
   own start and stop would outweigh a few replayed graphs); and, to tell a step paced by the
-  host from one paced by the device, the **host's part** (the time for the steps' calls to return, before
-  waiting for the device) and the **device's span** (its first kernel's start to its last
-  kernel's end) with the kernels' share of that span (below 1: the gaps between kernels).
+  host from one paced by the device, the **host's part** (the time for the steps' calls to
+  return, before waiting for the device) and the **device's span** (its first kernel's start to
+  its last kernel's end) with the kernels' share of that span (below 1: the gaps between
+  kernels).
 """
 
 from __future__ import annotations
