@@ -72,12 +72,10 @@ class SacConfig(ConfigModel):
     """Mirror the replay in the learner device's memory and draw each gradient step's batch
     there, so that only the batch's per-task counts cross from the host per step (the host
     replay stays the one of record: checkpoints read it). None: on a CUDA GPU whose step is
-    replayed as a CUDA graph, for tasks with image-sized observations (1,024 values or more;
-    smaller ones are drawn on the host while the device takes the step before), where the
-    mirror takes at most a quarter of the device's free memory (it takes as many bytes as the
-    host replay). True: wherever the tasks take the stacked step with uniform replay on one
-    process (a CPU too); False: never. The rows come from the device's random generator, the
-    same distribution as the host's draw."""
+    replayed as a CUDA graph, where the mirror takes at most a quarter of the device's free
+    memory (it takes as many bytes as the host replay). True: wherever the tasks take the
+    stacked step with uniform replay on one process (a CPU too); False: never. The rows come
+    from the device's random generator, the same distribution as the host's draw."""
 
     _checkpoint_replay: bool = PrivateAttr(default=False)
     """``checkpoint.replay``, set by :class:`~mtrl.config.models.ExperimentConfig` (the

@@ -408,10 +408,10 @@ def test_batches_drawn_on_the_gpu_inside_the_graph_are_the_eager_steps(mixed: bo
     assert len(graphs) == 3 and len(launches) <= 2 * 3, (launches, graphs)
 
 
-def test_a_gpu_learner_of_image_tasks_draws_stored_transitions_on_the_device() -> None:
-    """On a CUDA GPU the stacked, graphed step of tasks with image observations draws on the
-    device by default, and what it draws are the host replay's transitions of each task, never
-    a reset step; vector tasks alone are drawn on the host."""
+def test_by_default_a_gpu_learner_draws_stored_transitions_on_the_device() -> None:
+    """On a CUDA GPU the stacked, graphed step draws on the device by default (vector and image
+    tasks alike), and what it draws are the host replay's transitions of each task, never a
+    reset step."""
     from mtrl.algorithms.sac import make_sac_learner
 
     cfg = parse_config(
@@ -421,14 +421,14 @@ def test_a_gpu_learner_of_image_tasks_draws_stored_transitions_on_the_device() -
         " sac: {batch_size: 32, learning_starts: 16, replay_ratio: 4}}\n"
     )
     image = TaskSpaces(gym.spaces.Box(0, 255, (4, 16, 16), np.uint8), gym.spaces.Discrete(2))
-    spaces = [*MIXED_GPU[:3], image]  # 1,024 values an image: drawn on the device
+    spaces = [*MIXED_GPU[:3], image]
     torch.manual_seed(0)
     model = MultiTaskModel(spaces, cfg.learner.model).to(GPU)
     learner = make_sac_learner(model, cfg.learner, [f"t{k}" for k in range(len(spaces))])
     mirror = learner.stacked.replay
     assert mirror is not None and learner.stacked.graphed is not None
     vectors = MultiTaskModel(MIXED_GPU[:3], cfg.learner.model).to(GPU)
-    assert make_sac_learner(vectors, cfg.learner, ["a", "b", "c"]).stacked.replay is None
+    assert make_sac_learner(vectors, cfg.learner, ["a", "b", "c"]).stacked.replay is not None
     for step in range(6):
         learner.update(
             [task_batch(_batch(k, s, 1.0, 10 * step + k), GPU) for k, s in enumerate(spaces)]

@@ -1,12 +1,13 @@
 """SAC's replay mirrored on the GPU and drawn there: a gradient step with no host in its loop.
 
 With the stacked step replayed as one CUDA graph, the host's part of a gradient step is its
-replay draw: numpy sampling and gathering of each task's rows, and one copy. For vector
-observations that overlaps the device's step (MT10's shapes on an H200: the host queues a step
-in 0.7 ms, the device runs it in 0.8 ms); for images the gather is the step's pace (an Atari
-batch: 5 ms on the host, 0.24 ms on the device; docs/BENCHMARKS.md). Here every stacked group's
-replay is mirrored in device memory and each gradient step draws its rows there, inside the same
-graph; what crosses from the host per step is the batch's per-task counts (``[K]`` numbers).
+replay draw: numpy sampling and gathering of each task's rows, and one copy. On MT10's shapes
+on an H200 the host took 0.7–1.6 ms to queue a step the device ran in ~0.8 ms, so the step's
+pace was the host's, and the host's share of the machine was taken from the actors; for images
+the gather alone is slower (an Atari batch: 5 ms on the host, 0.24 ms on the device;
+docs/BENCHMARKS.md). Here every stacked group's replay is mirrored in device memory and each
+gradient step draws its rows there, inside the same graph; what crosses from the host per step
+is the batch's per-task counts (``[K]`` numbers), and the host queues a step in ~0.25 ms.
 
 **The mirror.** For a group of ``K_g`` tasks, each field the step reads is one device tensor
 with the task as its leading axis and the host storage's layout after it (observations
@@ -28,10 +29,9 @@ rows of each task) is still split on the host, by the same rule.
 
 :func:`why_not` says when a learner keeps the host draw: prioritized replay (its sum-trees live
 on the host), data-parallel replicas, the per-task step; by default the mirror is also kept to
-CUDA devices whose step is replayed as a graph, to tasks with image-sized observations
-(:data:`IMAGE_VALUES`: below it the host's draw overlaps the device's step and costs nothing)
-and to mirrors that take at most :data:`MEMORY_SHARE` of the device's free memory
-(``learner.sac.draw_on_device`` decides otherwise).
+CUDA devices whose step is replayed as a graph and to mirrors that take at most
+:data:`MEMORY_SHARE` of the device's free memory (``learner.sac.draw_on_device`` decides
+otherwise).
 """
 
 from __future__ import annotations
@@ -51,14 +51,6 @@ __all__ = ["MEMORY_SHARE", "DeviceReplay", "Request", "mirror_nbytes", "why_not"
 
 MEMORY_SHARE = 0.25
 """The largest share of the device's free memory the mirror may take by default."""
-
-IMAGE_VALUES = 1024
-"""By default the mirror is used where some group's observations hold at least this many
-values (images). Smaller ones are gathered on the host while the device runs the step before:
-on an H200, MT10's shapes stepped in 0.76 ms with the host's draw and 0.86 ms with the
-device's, whose draw adds ~20 kernels to a step paced by the device; an Atari batch (256
-frames of 4 x 84 x 84) took 5.0 ms to gather on the host and 0.24 ms on the device
-(docs/BENCHMARKS.md, "The learner at the speed of its arithmetic")."""
 
 FIELDS = ("obs", "actions", "rewards", "terminated")
 """The host storage's fields the step reads (the mirror holds these)."""
@@ -96,11 +88,6 @@ def why_not(learner: SacLearner) -> str | None:
         return f"the learner is on {device.type}, not a CUDA GPU"
     if learner.stacked.graphed is None:
         return f"the step is not a CUDA graph ({graphed.why_not(learner)})"
-    if max(g.obs_size for g in learner.stacked.groups) < IMAGE_VALUES:
-        return (
-            f"observations of fewer than {IMAGE_VALUES} values: the host draws the next batch "
-            "while the device takes the step"
-        )
     free, _ = torch.cuda.mem_get_info(device)
     need = mirror_nbytes(learner)
     if need > MEMORY_SHARE * free:
