@@ -94,3 +94,19 @@ def test_a_recurrent_core_is_refused_in_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     assert "ppo shuffles single steps and has no recurrent core" in out.stdout + out.stderr
+
+
+def test_the_factory_takes_the_validated_section_as_a_seventh_argument() -> None:
+    """The call of the settings contract (issue 53 item 1) and today's six-argument one."""
+    from gymnasium import spaces
+
+    from mtrl.config import LearnerConfig
+    from mtrl.learner.model import MultiTaskModel, TaskSpaces
+
+    cfg = LearnerConfig()
+    box = spaces.Box(-1.0, 1.0, (3,))
+    model = MultiTaskModel([TaskSpaces(box, spaces.Discrete(2))], cfg.model)
+    mine = PpoSettings(epochs=1, value_clip=0.5)
+    learner = make_ppo_learner(model, cfg, ["t"], None, None, None, mine)
+    assert learner.settings is mine
+    assert make_ppo_learner(model, cfg, ["t"], None, None, None).settings == PpoSettings()
