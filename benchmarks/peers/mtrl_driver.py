@@ -9,6 +9,9 @@ unroll. The network matches the
 benchmark's: ``learner.model: {encoder_dim: 64, torso: [], activation: tanh}`` is the vector
 encoder 4→64→64 (tanh) feeding linear policy and value heads directly (4,675 parameters).
 ``--profile FILE`` writes a cProfile of the main process (useful in serial mode).
+``--config FILE`` runs that config's task, actors and learner instead (a plugin's rule too, e.g.
+``plugins_contrib/mtrl-ppo/configs/ppo_cartpole.yaml``): only its seed, budget, tracking and
+checkpoints are the benchmark's, and ``--envs``/``--batch``/``--unroll``/``--lr`` are ignored.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+import yaml
 
 from mtrl.config import parse_config
+from mtrl.plugins import get_plugins
 from mtrl.train.trainer import RECENT_EPISODES as RECENT
 from mtrl.train.trainer import Trainer
 
@@ -33,8 +38,26 @@ from mtrl.train.trainer import Trainer
 ENVS = {"cartpole": ("gymnasium/CartPole-v1", 475.0), "ocean": ("pufferlib/cartpole", 190.0)}
 
 
+def from_file(a: argparse.Namespace, run_dir: str) -> Any:
+    """``--config``'s experiment with the benchmark's seed, budget, tracking and checkpoints."""
+    with open(a.config, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    data.update(seed=a.seed, total_env_steps=1_000_000_000, stop_at_target=False)
+    data["tracking"] = {
+        "run_dir": run_dir,
+        "log_every_s": 1000,
+        "console": "quiet",
+        "wandb": {"mode": "disabled"},
+    }
+    data["checkpoint"] = {"enabled": False}
+    text = yaml.safe_dump(data, sort_keys=False)
+    return parse_config(text, a.config, **get_plugins().config_context())
+
+
 def config(a: argparse.Namespace, run_dir: str) -> Any:
     """The experiment of one benchmark run."""
+    if a.config:
+        return from_file(a, run_dir)
     return parse_config(
         f"""
         name: peers
@@ -70,6 +93,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", default=None, help="write a cProfile of the run here")
+    ap.add_argument("--config", default=None, help="run this config's tasks and learner")
     a = ap.parse_args()
     target = ENVS[a.env][1]
     marks: list[tuple[float, int]] = []

@@ -22,7 +22,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train one agent on every task of CONFIG (or continue RUN_DIR with --resume); prints
     progress and a final per-task table. Ctrl-C or SIGTERM stops cleanly with a checkpoint."""
     from mtrl.actors.ray_cluster import placement_notes
-    from mtrl.config import load_config
+    from mtrl.config import load_config, parse_config
     from mtrl.plugins import get_plugins
     from mtrl.train.budget_check import weight_notes
     from mtrl.train.checkpointing import DiskStop
@@ -59,8 +59,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides["total_env_steps"] = args.total_env_steps
         if args.seed is not None:
             overrides["seed"] = args.seed
-        if overrides:
-            cfg = cfg.model_validate({**cfg.model_dump(), **overrides})
+        if overrides:  # validated again against the plugins' names, as the file was
+            import yaml
+
+            data = {**cfg.model_dump(mode="json"), **overrides}
+            context = plugins.config_context()
+            cfg = parse_config(yaml.safe_dump(data, sort_keys=False), args.config, **context)
         for note in weight_notes(cfg) + placement_notes(cfg):
             print(f"WARNING: {note}")
         trainer = Trainer(cfg, plugins)

@@ -1,0 +1,112 @@
+"""The plugin as a user meets it: discovered through its entry point (``mtrl plugins``), its
+settings model, and bad input refused in one line with exit status 2, no traceback."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from mtrl_ppo.plugin import make_ppo_learner
+from mtrl_ppo.settings import PpoSettings
+from pydantic import ValidationError
+
+from mtrl.plugins import load_plugins
+from mtrl.plugins.algorithm_registrar import AlgorithmRegistrar
+
+HERE = Path(__file__).resolve().parent
+CONFIGS = HERE.parent / "configs"
+HOST_TAKES_SETTINGS = "settings" in inspect.signature(AlgorithmRegistrar.algorithm).parameters
+
+
+def _mtrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``mtrl ARGS`` with the built-in plugins and this one only."""
+    env = {**os.environ, "MTRL_PLUGINS": "ppo", "WANDB_MODE": "disabled"}
+    return subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def test_the_rule_is_found_through_its_entry_point() -> None:
+    (ep,) = [e for e in metadata.entry_points(group="mtrl") if e.name == "ppo"]
+    assert ep.value == "mtrl_ppo.plugin"
+    plugins = load_plugins()
+    spec = plugins.algorithms.get("ppo")
+    assert spec.plugin == "ppo" and spec.factory is make_ppo_learner
+    assert plugins.infos["ppo"].status == "ok"
+    out = _mtrl("plugins")
+    assert out.returncode == 0, out.stderr
+    assert "mtrl-ppo" in out.stdout and "algorithms: ppo" in out.stdout
+
+
+def test_the_settings_have_defaults_and_refuse_unknown_keys() -> None:
+    s = PpoSettings()
+    assert (s.clip, s.epochs, s.minibatches, s.gae_lambda) == (0.2, 4, 4, 0.95)
+    assert s.value_clip is None and s.normalize_advantages
+    with pytest.raises(ValidationError, match="clp"):
+        PpoSettings.model_validate({"clp": 0.1})
+    with pytest.raises(ValidationError, match="gae_lambda"):
+        PpoSettings(gae_lambda=1.5)
+    assert all(f.description for f in PpoSettings.model_fields.values()), "every field documented"
+
+
+@pytest.mark.skipif(not HOST_TAKES_SETTINGS, reason="this mtrl does not validate rule sections yet")
+def test_the_host_validates_the_rules_section_with_file_and_line(tmp_path: Path) -> None:
+    text = (CONFIGS / "ppo_cartpole.yaml").read_text()
+    path = tmp_path / "bad.yaml"
+    path.write_text(text.replace("  algorithm: ppo\n", "  algorithm: ppo\n  ppo: {clp: 0.1}\n"))
+    out = _mtrl("validate", str(path))
+    assert out.returncode == 2
+    line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if "clp" in x)
+    assert f"bad.yaml:{line}" in out.stdout + out.stderr
+    assert "learner.ppo.clp" in out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_parallel_mode_is_refused_in_one_line(tmp_path: Path) -> None:
+    text = (CONFIGS / "ppo_cartpole.yaml").read_text()
+    path = tmp_path / "dp.yaml"
+    path.write_text(
+        text.replace("  algorithm: ppo\n", "  algorithm: ppo\n  parallel: {data_parallel: 2}\n")
+    )
+    out = _mtrl("validate", str(path))
+    assert out.returncode == 2
+    said = (out.stdout + out.stderr).strip()
+    assert "learning rule 'ppo' does not support learner.parallel data_parallel" in said
+    assert "Traceback" not in said
+
+
+def test_a_recurrent_core_is_refused_in_one_line(tmp_path: Path) -> None:
+    text = (CONFIGS / "ppo_cartpole.yaml").read_text()
+    path = tmp_path / "core.yaml"
+    text = text.replace("activation: tanh}", "activation: tanh, core: gru}")
+    path.write_text(text + "checkpoint: {enabled: false}\n")
+    out = _mtrl("train", str(path), cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    assert "ppo shuffles single steps and has no recurrent core" in out.stdout + out.stderr
+
+
+def test_the_factory_takes_the_validated_section_as_a_seventh_argument() -> None:
+    """The call of the settings contract (issue 53 item 1) and today's six-argument one."""
+    from gymnasium import spaces
+
+    from mtrl.config import LearnerConfig
+    from mtrl.learner.model import MultiTaskModel, TaskSpaces
+
+    cfg = LearnerConfig()
+    box = spaces.Box(-1.0, 1.0, (3,))
+    model = MultiTaskModel([TaskSpaces(box, spaces.Discrete(2))], cfg.model)
+    mine = PpoSettings(epochs=1, value_clip=0.5)
+    learner = make_ppo_learner(model, cfg, ["t"], None, None, None, mine)
+    assert learner.settings is mine
+    assert make_ppo_learner(model, cfg, ["t"], None, None, None).settings == PpoSettings()
