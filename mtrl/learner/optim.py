@@ -12,6 +12,8 @@ Adam runs fused (``fused=True``: one kernel for every parameter's step) where ev
 is a plain CPU or CUDA tensor: a GPU's update is launch-bound, and the unfused step launches
 several kernels per group of tensors (on a CPU it loops over the tensors in Python).
 :data:`FUSED_ADAM` turns it off, to compare (``benchmarks/learner_update.py --fused``).
+:func:`adam_step` takes a fused Adam's step on the CPU without ``Optimizer.step``'s own Python
+around the kernel, for learners that step many times per update (SAC).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mtrl.config import LearnerConfig
 
 __all__ = [
     "FUSED_ADAM",
+    "adam_step",
     "group_order",
     "load_optimizer_state",
     "make_optimizer",
@@ -153,3 +156,66 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set the step size: ``lr`` times each group's ``lr_scale`` (1 where it has none)."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
+
+
+def adam_step(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()``; for a fused Adam on CPU tensors whose state exists, the two calls
+    its step comes down to (the step counts' increment and the fused kernel, exactly as
+    ``torch.optim.adam._fused_adam`` makes them), without the hooks, checks and grouping around
+    them: on one CPU core those took ~0.8 ms of a ~14 ms MT10-shaped SAC gradient step for its
+    three optimisers. Anything else (CUDA, a recorded step, AMSGrad, a parameter without state
+    yet) takes ``optimizer.step()``."""
+    if not _direct(optimizer):
+        optimizer.step()
+        return
+    for group in optimizer.param_groups:
+        params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = optimizer.state[p]
+            params.append(p)
+            grads.append(p.grad)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            steps.append(state["step"])
+        if not params:
+            continue
+        beta1, beta2 = group["betas"]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            amsgrad=False,
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=False,
+            grad_scale=None,
+            found_inf=None,
+        )
+
+
+def _direct(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether :func:`adam_step` may call the fused kernel itself (its docstring)."""
+    if type(optimizer) is not torch.optim.Adam:
+        return False
+    for group in optimizer.param_groups:
+        if not group.get("fused") or group.get("capturable") or group.get("amsgrad"):
+            return False
+        if group.get("maximize") or group.get("differentiable"):
+            return False
+        if group.get("decoupled_weight_decay") or isinstance(group["lr"], torch.Tensor):
+            return False
+        for p in group["params"]:
+            if p.device.type != "cpu" or p.dtype != torch.float32:
+                return False
+            if p.grad is not None and "step" not in optimizer.state[p]:
+                return False
+    return True

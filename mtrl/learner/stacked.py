@@ -27,7 +27,6 @@ Modules take part through :func:`stack_signature`: a ``Linear`` or an ``nn.Seque
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
 
 import torch
 from torch import nn
@@ -165,16 +164,20 @@ def encode_many(
 
 class LinearStack(nn.Module):
     """Same-shaped ``Linear`` layers of several members (tasks, or twin critics × tasks) held
-    as one ``[G, out, in]`` weight and ``[G, out]`` bias, which *are* the layers' storage.
+    as one ``[G, in, out]`` weight and ``[G, out]`` bias, which *are* the layers' storage.
 
     ``members[g]`` is a list of ``Linear`` layers of one input width whose outputs, side by
     side, are member ``g``'s rows of the stack (a policy head's mean and log-std layers become
     one ``[2a, in]`` block); every member has the same list of shapes. After construction each
-    layer's ``weight`` and ``bias`` are new parameters that alias their slice of the stack, so
-    the per-member modules (what the actors act with, what a checkpoint saves and loads) and
-    the stack always hold the same numbers, and an optimiser stepping the stack in place
-    updates both. Gradients flow to the stack's parameters only, through :meth:`forward`:
-    one ``baddbmm`` for every member's rows at once (``x [G, n, in] → [G, n, out]``)."""
+    layer's ``weight`` and ``bias`` are new parameters that alias their slice of the stack (the
+    weight transposed: a ``Linear`` keeps ``[out, in]``), so the per-member modules (what the
+    actors act with, what a checkpoint saves and loads) and the stack always hold the same
+    numbers, and an optimiser stepping the stack in place updates both. Gradients flow to the
+    stack's parameters only, through :meth:`forward`: one ``baddbmm`` for every member's rows
+    at once (``x [G, n, in] → [G, n, out]``). The weight is stored input-major so that
+    autograd's gradient of that ``baddbmm``, ``xᵀ g``, comes out in the weight's own layout:
+    stored ``[G, out, in]``, every weight gradient was a transposed product copied into place
+    each step, as costly as the matmul itself on a CPU."""
 
     def __init__(self, members: Sequence[Sequence[nn.Linear]]) -> None:
         super().__init__()
@@ -185,15 +188,15 @@ class LinearStack(nn.Module):
             raise ValueError("a LinearStack's layers need biases")
         self.members = len(members)
         with torch.no_grad():
-            weight = torch.stack([torch.cat([m.weight for m in g]) for g in members])
+            weight = torch.stack([torch.cat([m.weight for m in g]).t() for g in members])
             bias = torch.stack([torch.cat([m.bias for m in g]) for g in members])
-        self.weight = nn.Parameter(weight)
+        self.weight = nn.Parameter(weight.contiguous())
         self.bias = nn.Parameter(bias)
         for g, layers in enumerate(members):
             at = 0
             for m in layers:
                 end = at + m.out_features
-                m.weight = nn.Parameter(self.weight.data[g, at:end], m.weight.requires_grad)
+                m.weight = nn.Parameter(self.weight.data[g, :, at:end].t(), m.weight.requires_grad)
                 m.bias = nn.Parameter(self.bias.data[g, at:end], m.bias.requires_grad)
                 at = end
 
@@ -201,31 +204,7 @@ class LinearStack(nn.Module):
         """``x [G, n, in]`` through every member's layer: ``[G, n, out]`` (``frozen``: no
         gradient reaches the stack's parameters; it still flows to ``x``)."""
         w, b = (self.weight.detach(), self.bias.detach()) if frozen else (self.weight, self.bias)
-        return _StackedAffine.apply(x, w, b)
-
-
-class _StackedAffine(torch.autograd.Function):
-    """``y = x Wᵀ + b`` per member (``x [G, n, in]``, ``W [G, out, in]``, ``b [G, out]``)
-    with a backward that writes ``∂W`` in ``W``'s own layout (``gᵀ x``, ``[G, out, in]``):
-    autograd's ``baddbmm`` of ``Wᵀ`` makes it transposed and then copies it to ``W``'s
-    layout, a strided copy per weight per step that cost as much as the matmul on a CPU."""
-
-    @staticmethod
-    def forward(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-        x, w, _ = inputs
-        ctx.save_for_backward(x, w)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, w = ctx.saved_tensors
-        gx = torch.bmm(g, w) if ctx.needs_input_grad[0] else None
-        gw = torch.bmm(g.transpose(1, 2), x) if ctx.needs_input_grad[1] else None
-        gb = g.sum(1) if ctx.needs_input_grad[2] else None
-        return gx, gw, gb
+        return torch.baddbmm(b.unsqueeze(1), x, w)
 
 
 def linear_layers(module: nn.Module) -> list[nn.Linear] | None:

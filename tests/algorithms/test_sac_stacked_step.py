@@ -198,7 +198,8 @@ def test_the_actors_modules_are_views_of_the_stacks() -> None:
     layer = learner.model.encoders[1].mlp[0].weight
     assert not torch.equal(layer, before)
     stacks = learner.stacked
-    torch.testing.assert_close(layer, stacks.policy.encoders[0].linears[0].weight[1])
+    stack = stacks.policy.encoders[0].linears[0].weight  # [G, in, out]
+    torch.testing.assert_close(layer, stack[1].t())
     # A checkpoint loaded into the modules is what the stacks compute with.
     other = _learner([BOX] * 3, True)
     other.load_state_dict(learner.state_dict())

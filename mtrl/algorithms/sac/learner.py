@@ -56,7 +56,7 @@ from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.gradient_combination import combine
 from mtrl.learner.model import MultiTaskModel, Obs
-from mtrl.learner.optim import param_groups
+from mtrl.learner.optim import adam_step, param_groups
 from mtrl.learner.task_gradients import set_flat_gradients, task_gradients
 from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, UniformSampler
 
@@ -421,7 +421,7 @@ class SacLearner:
             set_flat_gradients(shared, combine(mt.gradients, grads, mt.cagrad_c, generator))
         if self.sac.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(params, self.sac.max_grad_norm)
-        opt.step()
+        adam_step(opt)
 
     def _task_sums(
         self, count: torch.Tensor, total: torch.Tensor
