@@ -15,7 +15,7 @@ from mtrl.config import LearnerConfig, parse_config
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.optim import param_groups
+from mtrl.learner.optim import adam_step, clear_grads, param_groups
 from mtrl.learner.sharding import merge_optimizer_states, select_optimizer_state
 from mtrl.learner.synthetic import random_task_batch
 from mtrl.train.trainer import Trainer
@@ -212,3 +212,51 @@ def test_an_optimiser_state_loads_into_other_per_task_scales_parameter_by_parame
     scales = sorted(g["lr_scale"] for g in target.optimizer.param_groups)
     assert scales == sorted({1.0, *(loaded_scales or [])})
     target.update([random_task_batch(k, s, 8, 4, seed=9 + k) for k, s in enumerate(SPACES)])
+
+
+def _two_adams() -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter], list, list]:
+    torch.manual_seed(0)
+    a = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(3))]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    groups = [{"params": [a[0]], "lr": 1e-2}, {"params": [a[1]], "lr": 3e-3, "weight_decay": 0.1}]
+    twin = [{"params": [b[0]], "lr": 1e-2}, {"params": [b[1]], "lr": 3e-3, "weight_decay": 0.1}]
+    return a, b, groups, twin
+
+
+def test_a_direct_fused_adam_step_is_the_optimisers_own_step() -> None:
+    """adam_step calls the fused kernel itself (after the first step has made the state) and
+    ends where Adam's own step ends, parameters and moments, a parameter without a gradient
+    left alone; clear_grads clears like zero_grad(set_to_none=True)."""
+    a, b, groups, twin = _two_adams()
+    mine = torch.optim.Adam(groups, fused=True)
+    theirs = torch.optim.Adam(twin, fused=True)
+    for step in range(5):
+        for params, opt in ((a, mine), (b, theirs)):
+            if opt is mine:
+                clear_grads(opt)
+            else:
+                opt.zero_grad(set_to_none=True)
+            assert all(p.grad is None for p in params)
+            loss = (params[0].sum(0) * params[1]).square().sum()
+            if step == 3:  # the bias sits this one out
+                loss = params[0].square().sum()
+            loss.backward()
+        adam_step(mine)
+        theirs.step()
+        for p, q in zip(a, b, strict=True):
+            torch.testing.assert_close(p, q, rtol=0, atol=1e-7)
+            sp, sq = mine.state[p], theirs.state[q]
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                torch.testing.assert_close(sp[key], sq[key], rtol=0, atol=1e-7)
+
+
+def test_adam_step_leaves_what_it_cannot_take_to_the_optimiser() -> None:
+    """An unfused Adam (or another optimiser) steps through its own step()."""
+    a, b, groups, twin = _two_adams()
+    mine, theirs = torch.optim.Adam(groups, fused=False), torch.optim.Adam(twin, fused=False)
+    for params in (a, b):
+        (params[0].sum() + params[1].sum()).backward()
+    adam_step(mine)
+    theirs.step()
+    for p, q in zip(a, b, strict=True):
+        torch.testing.assert_close(p, q)

@@ -56,7 +56,7 @@ from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.gradient_combination import combine
 from mtrl.learner.model import MultiTaskModel, Obs
-from mtrl.learner.optim import adam_step, param_groups
+from mtrl.learner.optim import adam_step, clear_grads, param_groups
 from mtrl.learner.task_gradients import set_flat_gradients, task_gradients
 from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, UniformSampler
 
@@ -408,7 +408,7 @@ class SacLearner:
         share of the batch's, to be combined with the other replicas'). With
         ``task_losses`` (``loss``'s parts per task), the shared parameters among ``params``
         step along the combination of the tasks' gradients instead."""
-        opt.zero_grad(set_to_none=True)
+        clear_grads(opt)
         shared = self.shared_of[id(opt)] if task_losses else []
         grads = task_gradients(task_losses, shared, len(self.task_names)) if shared else None
         loss.backward()
