@@ -155,8 +155,9 @@ def _unknown(
     name: str, value: Any, fields: list[str], models: SettingsModels | None, kind: SectionKind
 ) -> str:
     """Why ``<parent>.<name>`` is refused ("" when it is taken on trust: no models given and
-    the value is a mapping, or empty, as a plugin's section is)."""
-    if not isinstance(value, dict | None):  # a stray scalar or list: no plugin's section
+    the value is a mapping, a settings instance (a config built in code) or empty, as a
+    plugin's section is)."""
+    if not isinstance(value, dict | BaseModel | None):  # a stray scalar or list
         return f"unknown key {name!r}{_did_you_mean(name, fields)}"
     if models is None:
         return ""

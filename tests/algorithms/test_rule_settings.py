@@ -25,7 +25,8 @@ from pydantic import BaseModel, Field
 import mtrl
 from mtrl.algorithms import make_learner
 from mtrl.algorithms.builtin import builtin_algorithms
-from mtrl.config import ExperimentConfig, config_schema, parse_config
+from mtrl.algorithms.sac import SacSettings
+from mtrl.config import ExperimentConfig, LearnerConfig, TaskConfig, config_schema, parse_config
 from mtrl.config.learner import BUILTIN_ALGORITHMS
 from mtrl.errors import ConfigError
 from mtrl.learner.distributed import DistContext
@@ -147,6 +148,16 @@ def test_a_config_built_in_code_is_validated_when_its_learner_is_built() -> None
     assert err.value.problems == [
         "learner.steady.warmpu: unknown key 'warmpu'; did you mean 'warmup'?"
     ]
+
+
+def test_a_config_built_in_code_may_hold_the_settings_themselves() -> None:
+    """A built-in rule's settings given as their model reach the rule as they are."""
+    plugins, _ = _plugins()
+    sac = SacSettings(batch_size=7, learning_starts=3)
+    learner = LearnerConfig(algorithm="sac", sac=sac)  # type: ignore[call-arg]
+    cfg = ExperimentConfig(tasks=[TaskConfig(env="a/b")], learner=learner)
+    assert cfg.learner.section("sac") is sac
+    assert _build(plugins, cfg).sac == sac
 
 
 def test_a_rules_own_check_refuses_a_config_at_parse_and_at_build() -> None:
