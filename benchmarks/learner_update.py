@@ -222,7 +222,7 @@ def measure(
     if cfg.learner.algorithm == "sac":  # fill every replay past learning_starts first, then
         # one update: it already takes a replay ratio's worth of gradient steps
         per_update = steps * min(t.num_envs for t in cfg.tasks)
-        warmup = 1 + -(-cfg.learner.sac.learning_starts // per_update)
+        warmup = 1 + -(-learner.sac.learning_starts // per_update)  # the validated settings
     for _ in range(warmup):
         stats = learner.update(batches)
     gradient_steps = stats.get("sac/gradient_steps")

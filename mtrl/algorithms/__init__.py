@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from mtrl.config import LearnerConfig
+from mtrl.errors import ConfigError
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.protocol import Learner
 from mtrl.plugins import Plugins
@@ -32,9 +33,21 @@ def make_learner(
 ) -> Learner:
     """The ``learner.algorithm`` rule for ``model`` in this process (a
     :class:`~mtrl.plugins.algorithm_registrar.UnknownAlgorithmError` names the known ones);
-    a factory that returns something else than a :class:`Learner` is a plugin error."""
+    a factory that returns something else than a :class:`Learner` is a plugin error.
+
+    A rule with settings gets its ``learner.<rule>:`` section validated (the model's defaults
+    when the config has none) as the factory's seventh argument. The rule's own config checks
+    run here too, for a config that was not parsed with them (built in code): a problem
+    raises :class:`~mtrl.errors.ConfigError`, one line each."""
     spec = plugins.algorithms.get(cfg.algorithm)
-    learner = spec.factory(model, cfg, task_names, ctx, device, lr_scales)
+    settings = spec.resolve_settings(cfg)
+    problems = spec.problems(cfg)
+    if problems:
+        raise ConfigError("\n".join(problems), problems=problems)
+    if spec.settings is None:
+        learner = spec.factory(model, cfg, task_names, ctx, device, lr_scales)
+    else:
+        learner = spec.factory(model, cfg, task_names, ctx, device, lr_scales, settings)
     if not isinstance(learner, Learner):
         raise TypeError(
             f"learning rule {spec.name!r} of plugin {spec.plugin!r} returned "

@@ -1,13 +1,25 @@
-"""The built-in learning rules, registered through the same hook as any third party."""
+"""The built-in learning rules, registered through the same hook as any third party: each with
+its settings model, config checks and replay memory, so the host asks the registration, never a
+rule's name, what a rule needs."""
 
 from __future__ import annotations
 
-from mtrl.algorithms.impala_replay import make_impala_replay_learner
-from mtrl.algorithms.sac import make_sac_learner
+from mtrl.algorithms import impala_replay
+from mtrl.algorithms.impala_replay import ImpalaReplaySettings, make_impala_replay_learner
+from mtrl.algorithms.sac import SacSettings, make_sac_learner
+from mtrl.algorithms.sac import memory as sac_memory
+from mtrl.algorithms.sac.checks import check_config as sac_checks
 from mtrl.algorithms.sac.networks import install_policy_heads
 from mtrl.learner.parallel import make_impala_learner
-from mtrl.plugins.algorithm_registrar import PARALLEL_MODES, AlgorithmRegistrar
+from mtrl.plugins.algorithm_registrar import (
+    PARALLEL_MODES,
+    AlgorithmRegistrar,
+    AlgorithmRegistry,
+)
 from mtrl.plugins.hookspecs import hookimpl
+
+PLUGIN = "algorithms"
+"""The name this plugin loads under (:data:`mtrl.plugins.manager.BUILTIN_PLUGINS`)."""
 
 
 @hookimpl
@@ -27,6 +39,9 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         "impala_replay",
         make_impala_replay_learner,
         parallel=PARALLEL_MODES,
+        settings=ImpalaReplaySettings,
+        replay_bytes=impala_replay.replay_bytes,
+        replay_key="capacity",
         description="IMPALA with experience replay: fresh and replayed unrolls mixed, V-trace "
         "correcting both (LASER)",
     )
@@ -35,5 +50,20 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         make_sac_learner,
         parallel=("data_parallel",),
         prepare_model=install_policy_heads,
+        settings=SacSettings,
+        replay_bytes=sac_memory.replay_bytes,
+        replay_key="replay_capacity",
+        checks=sac_checks,
         description="multi-task soft actor-critic, per-task replay and temperature (off-policy)",
     )
+
+
+def builtin_algorithms() -> AlgorithmRegistry:
+    """The built-in rules as this plugin registers them, without loading any plugin (tools
+    that document or check mtrl's own rules: the config reference page)."""
+    register = AlgorithmRegistrar(PLUGIN)
+    mtrl_register_algorithms(register)
+    registry = AlgorithmRegistry()
+    for spec in register.specs:
+        registry.add(spec)
+    return registry

@@ -71,11 +71,13 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print (or write) the JSON Schema of experiment configs, with the installed plugin
-    trackers' ``tracking.<name>:`` sections."""
+    trackers' ``tracking.<name>:`` sections and learning rules' ``learner.<name>:`` ones."""
     from mtrl.config import config_schema
     from mtrl.plugins import get_plugins
 
-    text = json.dumps(config_schema(get_plugins().trackers.settings_models()), indent=2)
+    plugins = get_plugins()
+    schema = config_schema(plugins.trackers.settings_models(), plugins.algorithms.settings_models())
+    text = json.dumps(schema, indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
         print(f"wrote {args.output}")

@@ -51,7 +51,7 @@ def _validate_each(args: argparse.Namespace, plugins: Any, logs: _SimLogs | None
             if logs is not None:
                 _check_envs(cfg, plugins, path, logs)
             specs = [plugins.env_spec(t.env) for t in cfg.tasks] if args.check_envs else None
-            check_memory(cfg, specs, source=path)  # the envs' spaces only with --check-envs
+            check_memory(cfg, specs, source=path, algorithms=plugins.algorithms)
             if problems := ray_mode_problems(cfg, path, cluster=args.check_envs):
                 raise UserError("\n".join(problems), problems=problems)
         except UserError as e:

@@ -1,6 +1,12 @@
 """The learner's part of an experiment config: the IMPALA loss and optimiser, per-task PopArt,
 the model (encoders, torso, recurrent core, heads) and data/model parallelism.
 
+A learning rule's own settings are no field here: each rule registers its pydantic model with
+the rule (``register.algorithm(..., settings=Model)``), and its ``learner.<rule>:`` section is
+validated with that model through the validation context (:mod:`mtrl.config.plugin_sections`),
+as are the rule's own config checks. So this layer knows no rule beyond the built-in names a
+config may give when no plugin registry is at hand (:data:`BUILTIN_ALGORITHMS`).
+
 Kept apart from :mod:`mtrl.config.models` (which imports it into ``ExperimentConfig``) so each
 module holds one part of the config; like it, this one depends on pydantic alone.
 """
@@ -8,13 +14,18 @@ module holds one part of the config; like it, this one depends on pydantic alone
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     PositiveFloat,
     PositiveInt,
+    PrivateAttr,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -23,9 +34,13 @@ from pydantic import (
 from mtrl.config.base import ConfigModel
 from mtrl.config.choices import require_registered
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
-from mtrl.config.impala_replay import ImpalaReplayConfig
 from mtrl.config.multitask import MultitaskConfig, TorsoMixtureConfig
-from mtrl.config.sac import SacConfig
+from mtrl.config.plugin_sections import RULES, check_sections, resolve_section, rule_check_error
+
+M = TypeVar("M", bound=BaseModel)
+
+RuleCheck = Callable[[Any, Any], list[str]]
+"""A learning rule's own config check: ``check(learner_config, settings) -> problems``."""
 
 
 class PopArtConfig(ConfigModel):
@@ -172,7 +187,8 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|xla(:\d+)?|mps)$")
 
 
 #: What a config may name without the plugin registry: the built-in rules and the parallel
-#: modes each supports (what mtrl.algorithms.builtin registers).
+#: modes each supports (what mtrl.algorithms.builtin registers; a test holds them equal). With
+#: the registry (context key ``algorithms``) this is not read.
 _ALL_PARALLEL = {"data_parallel", "task_sharded", "fsdp", "loose_sync"}
 BUILTIN_ALGORITHMS = {
     "impala": _ALL_PARALLEL,
@@ -183,7 +199,14 @@ BUILTIN_ALGORITHMS = {
 
 class LearnerConfig(ConfigModel):
     """The learner: its learning rule (IMPALA with V-trace and per-task PopArt by default),
-    the model and how it is spread over devices."""
+    the model and how it is spread over devices. A rule's own settings go in a section named
+    after the rule (``learner.sac:``), checked with the rule's own model (``mtrl plugins``
+    lists the installed rules; ``mtrl schema`` gives their sections)."""
+
+    # Extra keys are learning rules' sections, each checked by ``_rule_sections``.
+    model_config = ConfigDict(
+        extra="allow", json_schema_extra={"additionalProperties": {"type": "object"}}
+    )
 
     algorithm: str = "impala"
     """The learning rule, by the name a plugin registered it under (``mtrl plugins`` lists
@@ -260,10 +283,6 @@ class LearnerConfig(ConfigModel):
     Under torchrun ``cuda`` means each replica's own GPU (its local rank). ``xla`` runs learner
     and inference through torch_xla (TPU; the ``tpu`` extra, torch_xla X.Y needs torch X.Y)."""
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
-    sac: SacConfig = Field(default_factory=SacConfig)
-    """The ``sac`` rule's replay and optimisation (ignored by the other rules)."""
-    impala_replay: ImpalaReplayConfig = Field(default_factory=ImpalaReplayConfig)
-    """The ``impala_replay`` rule's replay proportion and capacity (ignored by the others)."""
     multitask: MultitaskConfig = Field(default_factory=MultitaskConfig)
     """How the tasks' gradients on the shared torso combine (``sum``, ``pcgrad``, ``cagrad``)."""
     diagnostics_every: int = Field(default=10, ge=0)
@@ -304,15 +323,57 @@ class LearnerConfig(ConfigModel):
             )
         return self
 
+    _checkpoint_replay: bool = PrivateAttr(default=False)
+    """``checkpoint.replay``, set by :class:`~mtrl.config.models.ExperimentConfig` (a learner
+    receives ``learner`` only)."""
+
+    @property
+    def checkpoint_replay(self) -> bool:
+        """Whether checkpoints keep a replay-based rule's replay (``checkpoint.replay``)."""
+        return self._checkpoint_replay
+
     @model_validator(mode="after")
-    def _sac_is_feed_forward(self) -> LearnerConfig:
-        """SAC trains on single transitions: a recurrent core would need sequence replay."""
-        if self.algorithm == "sac" and self.model.core is not None:
-            raise ValueError(
-                "learning rule 'sac' trains on single transitions and has no recurrent core: "
-                "remove learner.model.core or choose learner.algorithm: impala"
-            )
+    def _rule_sections(self, info: ValidationInfo) -> LearnerConfig:
+        """Each ``learner.<rule>:`` section validated with its rule's model, then the chosen
+        rule's own checks (context keys ``algorithm_settings`` and ``algorithm_checks``;
+        without them sections stay plain mappings and no rule's check runs:
+        mtrl/config/plugin_sections.py)."""
+        context = info.context or {}
+        extra = self.__pydantic_extra__
+        models = context.get("algorithm_settings")
+        if extra:
+            extra.update(check_sections(extra, type(self).model_fields, models, RULES))
+        check: RuleCheck | None = (context.get("algorithm_checks") or {}).get(self.algorithm)
+        if check is not None:
+            model = (models or {}).get(self.algorithm)
+            settings = self.settings(self.algorithm, model) if model is not None else None
+            problems = check(self, settings)
+            if problems:
+                raise ValidationError.from_exception_data(
+                    "learner", [rule_check_error(p, ("algorithm",)) for p in problems]
+                )
         return self
+
+    def section(self, rule: str) -> Any:
+        """Rule ``rule``'s settings section (``learner.<rule>:``) as the config holds it: an
+        instance of the rule's model when the config was validated with the installed rules'
+        models, the plain mapping otherwise; None when the config has none."""
+        return (self.__pydantic_extra__ or {}).get(rule)
+
+    def settings(self, rule: str, model: type[M]) -> M:
+        """Rule ``rule``'s settings as an instance of its ``model``: the validated section, the
+        model's defaults when the config has none, or (a config validated without the rules'
+        models) its plain mapping validated now, a bad key raising
+        :class:`~mtrl.errors.ConfigError`."""
+        return resolve_section(self.section(rule), rule, model, RULES)
+
+    def with_settings(self, rule: str, settings: BaseModel) -> LearnerConfig:
+        """A copy whose ``learner.<rule>`` section is ``settings`` (an instance of the rule's
+        model), so the rule reads ``cfg.<rule>`` as validated settings whoever parsed the
+        config; this config is left as it is."""
+        out = self.model_copy()
+        out.__pydantic_extra__ = {**(self.__pydantic_extra__ or {}), rule: settings}
+        return out
 
     @model_validator(mode="after")
     def _gradient_combination_fits(self) -> LearnerConfig:
@@ -336,7 +397,7 @@ class LearnerConfig(ConfigModel):
         return device
 
 
-def _algorithms(info: ValidationInfo) -> dict[str, set[str]]:
+def _algorithms(info: ValidationInfo) -> Mapping[str, set[str]]:
     """Learning rule -> the parallel modes it supports, from the validation context (the
     plugin registry) or the built-ins."""
     known = (info.context or {}).get("algorithms")

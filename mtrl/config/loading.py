@@ -17,9 +17,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from mtrl.config.choices import choice_error_hint
+from mtrl.config.learner import RuleCheck
 from mtrl.config.models import ExperimentConfig
+from mtrl.config.plugin_sections import SECTION_ERRORS, section_schemas
 from mtrl.config.safe_yaml import compose_config, read_config_text
-from mtrl.config.tracker_sections import SECTION_ERRORS, section_schemas
 from mtrl.errors import ConfigError
 from mtrl.names import own_venv_hints
 
@@ -222,6 +223,8 @@ def parse_config(
     tracker_names: Iterable[str] | None = None,
     tracker_settings: Mapping[str, type[BaseModel] | None] | None = None,
     algorithms: Mapping[str, Iterable[str]] | None = None,
+    algorithm_settings: Mapping[str, type[BaseModel] | None] | None = None,
+    algorithm_checks: Mapping[str, RuleCheck] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks.
@@ -235,10 +238,14 @@ def parse_config(
     name is. ``tracker_settings`` (``plugins.trackers.settings_models()``) maps every installed
     tracker to its settings model (or None): each ``tracking.<tracker>:`` section is validated
     with it, and a section of no installed tracker is refused; without it such sections are
-    kept as plain mappings (mtrl/config/tracker_sections.py). ``algorithms``
+    kept as plain mappings (mtrl/config/plugin_sections.py). ``algorithms``
     (``plugins.algorithms.parallel_support()``) maps the learning rules accepted in
     ``learner.algorithm`` to the parallel modes each supports; without it only the built-in rules
-    (``impala``, ``impala_replay``, ``sac``) are.
+    (``impala``, ``impala_replay``, ``sac``) are. ``algorithm_settings``
+    (``plugins.algorithms.settings_models()``) maps every installed rule to its settings model
+    (or None), which validates its ``learner.<rule>:`` section as ``tracker_settings`` does a
+    tracker's; ``algorithm_checks`` (``plugins.algorithms.config_checks()``) maps rules to their
+    own config checks, run on the chosen rule. ``Plugins.config_context()`` gives all of these.
 
     The text is held to the limits of :mod:`mtrl.config.safe_yaml` (size, nesting, aliases).
     """
@@ -260,6 +267,10 @@ def parse_config(
         context["tracker_settings"] = dict(tracker_settings)
     if algorithms is not None:
         context["algorithms"] = {name: set(modes) for name, modes in algorithms.items()}
+    if algorithm_settings is not None:
+        context["algorithm_settings"] = dict(algorithm_settings)
+    if algorithm_checks is not None:
+        context["algorithm_checks"] = dict(algorithm_checks)
     try:
         cfg, error = ExperimentConfig.model_validate(data, context=context or None), None
     except ValidationError as e:
@@ -278,6 +289,8 @@ def load_config(
     tracker_names: Iterable[str] | None = None,
     tracker_settings: Mapping[str, type[BaseModel] | None] | None = None,
     algorithms: Mapping[str, Iterable[str]] | None = None,
+    algorithm_settings: Mapping[str, type[BaseModel] | None] | None = None,
+    algorithm_checks: Mapping[str, RuleCheck] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
@@ -290,23 +303,31 @@ def load_config(
         tracker_names=tracker_names,
         tracker_settings=tracker_settings,
         algorithms=algorithms,
+        algorithm_settings=algorithm_settings,
+        algorithm_checks=algorithm_checks,
         env_note=env_note,
     )
 
 
 def config_schema(
     tracker_settings: Mapping[str, type[BaseModel] | None] | None = None,
+    algorithm_settings: Mapping[str, type[BaseModel] | None] | None = None,
 ) -> dict[str, Any]:
     """JSON Schema of the experiment config, for editors (e.g. YAML language servers).
 
     ``tracker_settings`` (``plugins.trackers.settings_models()``) adds the installed plugin
-    trackers' sections to ``tracking``."""
+    trackers' sections to ``tracking``, ``algorithm_settings``
+    (``plugins.algorithms.settings_models()``) the installed learning rules' to ``learner``."""
     schema = ExperimentConfig.model_json_schema()
-    sections, defs = section_schemas(tracker_settings or {})
-    tracking = schema["$defs"]["TrackingConfig"]["properties"]
-    for name, section in sections.items():
-        tracking.setdefault(name, section)
-    schema["$defs"].update(defs)
+    for parent, models in (
+        ("TrackingConfig", tracker_settings),
+        ("LearnerConfig", algorithm_settings),
+    ):
+        sections, defs = section_schemas(models or {})
+        props = schema["$defs"][parent]["properties"]
+        for name, section in sections.items():
+            props.setdefault(name, section)
+        schema["$defs"].update(defs)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "mtrl experiment config"
     return schema

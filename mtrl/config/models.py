@@ -29,7 +29,7 @@ from mtrl.config.base import ConfigModel
 from mtrl.config.choices import require_registered
 from mtrl.config.learner import LearnerConfig
 from mtrl.config.placement import RayConfig, TaskPlacement
-from mtrl.config.tracker_sections import check_sections
+from mtrl.config.plugin_sections import check_sections
 from mtrl.config.tune import TuneConfig, get_path, search_values, set_path
 from mtrl.names import unknown_env_message, unknown_tracker_message
 
@@ -235,7 +235,7 @@ class TrackingConfig(ConfigModel):
     @model_validator(mode="after")
     def _tracker_sections(self, info: ValidationInfo) -> TrackingConfig:
         # The installed trackers' settings models come as context key ``tracker_settings``
-        # (mtrl/config/tracker_sections.py says what happens without it).
+        # (mtrl/config/plugin_sections.py says what happens without it).
         extra = self.__pydantic_extra__
         if extra:
             models = (info.context or {}).get("tracker_settings")
@@ -398,8 +398,7 @@ class ExperimentConfig(ConfigModel):
     @model_validator(mode="after")
     def _replay_in_checkpoints(self) -> ExperimentConfig:
         # The learner is built from ``learner`` alone; this is how it learns checkpoint.replay.
-        self.learner.sac._checkpoint_replay = self.checkpoint.replay
-        self.learner.impala_replay._checkpoint_replay = self.checkpoint.replay
+        self.learner._checkpoint_replay = self.checkpoint.replay
         return self
 
     def task_seed(self, index: int) -> int:

@@ -2,13 +2,24 @@
 
 What a learning rule is (the :class:`mtrl.learner.protocol.Learner` protocol) is defined in
 :mod:`mtrl.learner`; the shared mechanics are :mod:`mtrl.plugins.named_registry`.
+
+A rule is one unit (:class:`AlgorithmSpec`): besides its factory it may bring its settings as a
+pydantic model (``settings=``: the config's ``learner.<name>:`` section is validated with it and
+the factory gets the validated section as its seventh argument), its own config checks
+(``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate) and
+what it changes in a model to act (``prepare_model=``). The registry hands the models and
+checks to config validation (:meth:`AlgorithmRegistry.settings_models`,
+:meth:`AlgorithmRegistry.config_checks`), so the config layer never imports this one, and the
+host asks the spec, never a rule's name, what the rule needs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from pydantic import BaseModel
 
 from mtrl.errors import UserError
 from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
@@ -18,6 +29,13 @@ from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 #: that update alone between synchronisations (``sync: local_sgd | diloco | async``; the
 #: learner then implements :class:`mtrl.learner.replica_state.Reconcilable`).
 PARALLEL_MODES = ("data_parallel", "task_sharded", "fsdp", "loose_sync")
+
+ReplayBytes = Callable[[Any, Any, Any, Any], int]
+"""``replay_bytes(cfg, settings, obs_space, action_space) -> int``: bytes of one task's replay
+(``cfg``: the :class:`mtrl.config.LearnerConfig`; ``settings``: the rule's validated section)."""
+ConfigCheck = Callable[[Any, Any], list[str]]
+"""``checks(cfg, settings) -> problems``: one line per problem of the learner config for this
+rule (empty: none); ``settings`` is None for a rule without a settings model."""
 
 
 class UnknownAlgorithmError(UserError, KeyError):
@@ -29,10 +47,18 @@ class UnknownAlgorithmError(UserError, KeyError):
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """One learning rule: ``factory(model, cfg, task_names, ctx, device, lr_scales) ->
-    Learner``, the parallel modes it supports, who offers it, and ``prepare_model``: what the
+    """One learning rule and what the host needs to know of it.
+
+    ``factory(model, cfg, task_names, ctx, device, lr_scales) -> Learner``, or with
+    ``settings`` ``factory(model, cfg, task_names, ctx, device, lr_scales, settings)`` (the
+    validated ``learner.<name>:`` section; the model's defaults when the config has none).
+    ``parallel``: the modes of :data:`PARALLEL_MODES` it supports. ``prepare_model``: what the
     rule changes in a freshly built model to act (SAC's squashed-Gaussian heads), so that
-    ``mtrl eval`` rebuilds the model its checkpoints hold (None: the model as it is built)."""
+    ``mtrl eval`` rebuilds the model its checkpoints hold (None: the model as it is built).
+    ``replay_bytes``: the size of one task's replay (None: the rule keeps none), and
+    ``replay_key``: the settings field that scales it, which a memory refusal names
+    (``learner.<name>.<replay_key>``). ``checks``: the rule's own config checks.
+    """
 
     name: str
     factory: Callable[..., Any]
@@ -40,6 +66,29 @@ class AlgorithmSpec:
     description: str = ""
     parallel: frozenset[str] = frozenset()
     prepare_model: Callable[[Any], None] | None = None
+    settings: type[BaseModel] | None = None
+    replay_bytes: ReplayBytes | None = None
+    replay_key: str | None = None
+    checks: ConfigCheck | None = None
+
+    @property
+    def has_replay(self) -> bool:
+        """Whether the rule keeps a replay (what ``checkpoint.replay`` saves)."""
+        return self.replay_bytes is not None
+
+    def resolve_settings(self, cfg: Any) -> BaseModel | None:
+        """The rule's settings from learner config ``cfg``: its validated section, the model's
+        defaults when the config has none (None: a rule without settings); a section the
+        config holds unvalidated is validated now (:meth:`mtrl.config.LearnerConfig.settings`:
+        a bad key raises :class:`~mtrl.errors.ConfigError`)."""
+        return None if self.settings is None else cfg.settings(self.name, self.settings)
+
+    def problems(self, cfg: Any) -> list[str]:
+        """What the rule's own checks find wrong with learner config ``cfg`` (empty: nothing,
+        or no checks)."""
+        if self.checks is None:
+            return []
+        return list(self.checks(cfg, self.resolve_settings(cfg)))
 
 
 class AlgorithmRegistry(NamedRegistry[AlgorithmSpec]):
@@ -51,6 +100,16 @@ class AlgorithmRegistry(NamedRegistry[AlgorithmSpec]):
     def parallel_support(self) -> dict[str, list[str]]:
         """Name -> the parallel modes it supports (the config's validation context)."""
         return {spec.name: sorted(spec.parallel) for spec in self}
+
+    def settings_models(self) -> dict[str, type[BaseModel] | None]:
+        """Every rule's name -> its settings model (None: it takes none), in registration
+        order: what config validation checks ``learner.<name>:`` sections against."""
+        return {spec.name: spec.settings for spec in self}
+
+    def config_checks(self) -> dict[str, ConfigCheck]:
+        """Name -> its own config check, for the rules that have one (config validation runs
+        the chosen rule's)."""
+        return {spec.name: spec.checks for spec in self if spec.checks is not None}
 
 
 class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
@@ -71,23 +130,65 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         parallel: Iterable[str] = (),
         description: str = "",
         prepare_model: Callable[[Any], None] | None = None,
+        settings: type[BaseModel] | None = None,
+        replay_bytes: ReplayBytes | None = None,
+        replay_key: str | None = None,
+        checks: ConfigCheck | None = None,
     ) -> None:
         """Register one learning rule (see
         :func:`mtrl.plugins.hookspecs.mtrl_register_algorithms`)."""
         modes = frozenset(parallel) if not isinstance(parallel, str) else frozenset([parallel])
-        unknown = sorted(modes - set(PARALLEL_MODES))
-        if unknown:
-            self.problems.append(
-                f"{self.noun} {name!r}: unknown parallel mode(s) {unknown}; "
-                f"known: {', '.join(PARALLEL_MODES)}"
-            )
+        problem = _problem(modes, prepare_model, settings, replay_bytes, replay_key, checks)
+        if problem:
+            self.problems.append(f"{self.noun} {name!r}: {problem}")
             return
         before = len(self.specs)
-        self._register(name, factory, description)
+        arguments = (*self.arguments, "settings") if settings is not None else None
+        self._register(name, factory, description, arguments)
         if len(self.specs) > before:
-            spec = self.specs[-1]
-            self.specs[-1] = AlgorithmSpec(
-                spec.name, spec.factory, spec.plugin, spec.description, modes, prepare_model
+            self.specs[-1] = replace(
+                self.specs[-1],
+                parallel=modes,
+                prepare_model=prepare_model,
+                settings=settings,
+                replay_bytes=replay_bytes,
+                replay_key=replay_key,
+                checks=checks,
             )
 
     __call__ = algorithm
+
+
+def _problem(
+    modes: frozenset[str],
+    prepare_model: Any,
+    settings: Any,
+    replay_bytes: Any,
+    replay_key: Any,
+    checks: Any,
+) -> str | None:
+    """What is malformed in a registration's keyword arguments (None: nothing)."""
+    unknown = sorted(modes - set(PARALLEL_MODES))
+    if unknown:
+        return f"unknown parallel mode(s) {unknown}; known: {', '.join(PARALLEL_MODES)}"
+    is_model = isinstance(settings, type) and issubclass(settings, BaseModel)
+    if settings is not None and not is_model:
+        return f"settings must be a pydantic BaseModel subclass, got {settings!r}"
+    for what, obj in (
+        ("prepare_model", prepare_model),
+        ("replay_bytes", replay_bytes),
+        ("checks", checks),
+    ):
+        if obj is not None and not callable(obj):
+            return f"{what} must be callable, got {type(obj).__name__}"
+    if replay_bytes is not None:
+        if settings is None:
+            return "replay_bytes needs settings= (the replay's size is one of the rule's settings)"
+        if not isinstance(replay_key, str) or replay_key not in settings.model_fields:
+            return (
+                f"replay_key must name the field of {settings.__name__} that scales the replay "
+                f"(one of {', '.join(settings.model_fields)}), got {replay_key!r}"
+            )
+    elif replay_key is not None:
+        return "replay_key is given without replay_bytes"
+    return None

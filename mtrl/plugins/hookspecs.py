@@ -119,9 +119,20 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
     ``local_tasks``, ``set_progress``, ``update(batches) -> metrics``, ``pop_diagnostics``,
     ``state_dict``, ``load_state_dict``). ``update`` gets whole unrolls of any tasks mixed (one
     :class:`mtrl.learner.batch.TaskBatch` each) and must bump ``version``; actors then act with
-    ``model``'s weights. ``parallel``: which of ``data_parallel``, ``task_sharded`` and
-    ``fsdp`` (``learner.parallel``) the rule supports; ``mtrl validate`` refuses a config that
-    asks a rule for another. ``description`` is one line for listings.
+    ``model``'s weights. ``parallel``: which of ``data_parallel``, ``task_sharded``, ``fsdp``
+    and ``loose_sync`` (``learner.parallel``) the rule supports; ``mtrl validate`` refuses a
+    config that asks a rule for another. ``description`` is one line for listings.
+
+    A rule is one unit: what it needs beyond its factory comes with its registration, so the
+    host never tests a rule's name. ``settings``: the pydantic model of the rule's own
+    ``learner.<name>:`` section, validated like every other key (file:line, unknown keys
+    refused, in ``mtrl schema``); the factory is then called as ``factory(model, cfg,
+    task_names, ctx, device, lr_scales, settings)`` with the validated section (the model's
+    defaults when the config has none). ``checks(cfg, settings) -> list[str]``: the rule's own
+    config checks, one line per problem. ``replay_bytes(cfg, settings, obs_space,
+    action_space) -> int`` and ``replay_key`` (the settings field that scales it): the memory
+    of one task's replay, for the pre-flight check and its refusal. ``prepare_model(model)``:
+    what the rule changes in a fresh model to act, for ``mtrl eval`` (docs/plugins.md).
 
     Registration must be cheap: import heavy dependencies inside ``factory``. Raise
     :class:`mtrl.errors.PluginUnavailable` when an optional dependency is missing. Return

@@ -119,14 +119,17 @@ class Plugins:
     def config_context(self) -> dict[str, Any]:
         """What config parsing checks names against (``load_config(path, **this)``): the env
         ids, scheduler policies, trackers (with their settings models, for ``tracking.<name>:``
-        sections) and learning rules the loaded plugins offer, and the note an unknown env id
-        gets."""
+        sections) and learning rules (with their parallel modes, settings models for
+        ``learner.<name>:`` sections and own config checks) the loaded plugins offer, and the
+        note an unknown env id gets."""
         return {
             "env_ids": self.envs.ids(),
             "scheduler_policies": self.schedulers.names(),
             "tracker_names": self.trackers.names(),
             "tracker_settings": self.trackers.settings_models(),
             "algorithms": self.algorithms.parallel_support(),
+            "algorithm_settings": self.algorithms.settings_models(),
+            "algorithm_checks": self.algorithms.config_checks(),
             "env_note": self.unknown_env_note,
         }
 

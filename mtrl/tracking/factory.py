@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mtrl.config import ExperimentConfig
-from mtrl.config.tracker_sections import check_sections
+from mtrl.config.plugin_sections import check_sections
 from mtrl.disk_faults import describe, disk_fault
 from mtrl.errors import UserError
 from mtrl.plugins.tracker_registrar import TrackerSpec

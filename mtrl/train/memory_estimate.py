@@ -4,7 +4,8 @@
 slots (shared memory) and envs (their observation and action buffers), the actor processes, the
 model with its gradients, optimiser state and inference copy, one learner update (activations
 kept for backward, loss terms, on a device the batch's copy), the inference batch and, for a
-replay-based rule (``learner.algorithm: sac``), each task's replay. Each part
+replay-based rule, each task's replay (its size is the rule's to say: :class:`ReplayNeed`,
+from the rule's registration). Each part
 says where it lives (host or the learner's device) and which config fields scale it, so
 :func:`problems` can name the culprit when a memory overflows :data:`HEADROOM` of what is
 available. The inputs per task (:class:`TaskSizes`) come from the spaces; gathering them, and
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,6 @@ from gymnasium import spaces
 
 from mtrl.actors.unroll import raw_action_layout
 from mtrl.config import ExperimentConfig
-from mtrl.replay import SequenceStorage, TransitionStorage
 
 HEADROOM = 0.85
 """Fraction of the available memory a run may plan to use; the rest is left for what the
@@ -78,7 +78,17 @@ class TaskSizes:
     row_bytes: float
     """Learner activations autograd keeps per observation row (encoder, torso, heads)."""
     replay_bytes: int = 0
-    """The task's replay (:func:`replay_bytes`; 0 for a rule without one)."""
+    """The task's replay (:attr:`ReplayNeed.nbytes`; 0 for a rule without one)."""
+
+
+@dataclass(frozen=True)
+class ReplayNeed:
+    """What a replay-based rule's replays take: the bytes of one task's replay from its
+    (observation, action) spaces, and the config field that scales them (the rule's own key,
+    ``learner.<rule>.<field>``: what a refusal tells the user to lower)."""
+
+    nbytes: Callable[[gym.Space, gym.Space], int]
+    blame: Blame
 
 
 @dataclass(frozen=True)
@@ -108,23 +118,6 @@ def action_bytes(space: gym.Space) -> int:
     """Bytes of one raw policy action for ``space`` (what the unroll stores)."""
     shape, dtype = raw_action_layout(space)
     return math.prod(shape) * dtype.itemsize
-
-
-def replay_bytes(cfg: ExperimentConfig, obs_space: gym.Space, action_space: gym.Space) -> int:
-    """Bytes of one task's replay under ``cfg``: ``TransitionStorage.nbytes`` of
-    ``learner.sac.replay_capacity`` transitions for ``learner.algorithm: sac``,
-    ``SequenceStorage.nbytes`` of ``learner.impala_replay.capacity`` env steps as sequences for
-    ``impala_replay``, else 0."""
-    lc = cfg.learner
-    if lc.algorithm == "sac":
-        return TransitionStorage.nbytes(
-            lc.sac.replay_capacity, lc.unroll_length, obs_space, action_space
-        )
-    if lc.algorithm == "impala_replay":
-        _, state = core_sizes(lc.model)
-        sequences = lc.impala_replay.sequences(lc.unroll_length)
-        return SequenceStorage.nbytes(sequences, lc.unroll_length, obs_space, action_space, state)
-    return 0
 
 
 def unroll_bytes(T: int, N: int, obs_bytes: int, act_bytes: int) -> int:
@@ -201,9 +194,15 @@ def serial_buffers(cfg: ExperimentConfig) -> int:
     return max(SERIAL_BUFFERS, len(cfg.tasks) + 1)
 
 
-def estimate(cfg: ExperimentConfig, sizes: Sequence[TaskSizes], on_device: bool) -> list[Part]:
+def estimate(
+    cfg: ExperimentConfig,
+    sizes: Sequence[TaskSizes],
+    on_device: bool,
+    replay: ReplayNeed | None = None,
+) -> list[Part]:
     """Every large allocation of a run of ``cfg`` whose tasks have ``sizes``; ``on_device``:
-    the learner's memory is not the host's (CUDA, XLA, MPS)."""
+    the learner's memory is not the host's (CUDA, XLA, MPS); ``replay``: the rule's replay,
+    whose field the replay parts blame (the sizes hold their bytes)."""
     lc, mode = cfg.learner, cfg.actors.mode
     T, tasks = lc.unroll_length, cfg.tasks
     slots = serial_buffers(cfg) if mode == "serial" else cfg.actors.slots_per_actor
@@ -228,10 +227,10 @@ def estimate(cfg: ExperimentConfig, sizes: Sequence[TaskSizes], on_device: bool)
         blame = (n, length, *held, *many)
         parts.append(Part(f"tasks[{i}] unroll slots", slot_bytes, False, blame, mode != "serial"))
         parts.append(Part(f"tasks[{i}] envs", actors[i] * envs[i], False, (n, *many)))
-    capacity = Blame(("learner", "sac", "replay_capacity"), lc.sac.replay_capacity)
+    replay_blame = (replay.blame,) if replay is not None else ()
     for i, s in enumerate(sizes):
         if s.replay_bytes:
-            parts.append(Part(f"tasks[{i}] replay", s.replay_bytes, False, (capacity,)))
+            parts.append(Part(f"tasks[{i}] replay", s.replay_bytes, False, replay_blame))
     if mode == "process":
         parts.append(
             Part("actor processes", sum(actors) * ACTOR_PROCESS_BYTES, False, (num_actors,))

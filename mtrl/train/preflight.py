@@ -22,7 +22,7 @@ import copy
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -34,14 +34,17 @@ from mtrl.errors import UserError
 from mtrl.train.memory_estimate import (
     Blame,
     Part,
+    ReplayNeed,
     TaskSizes,
     action_bytes,
     estimate,
     problems,
-    replay_bytes,
     space_bytes,
     torso_row_bytes,
 )
+
+if TYPE_CHECKING:
+    from mtrl.plugins.algorithm_registrar import AlgorithmRegistry
 
 SKIP_ENV = "MTRL_NO_MEMORY_CHECK"
 """Set to 1 to skip the check (when the estimate is wrong for your envs)."""
@@ -56,40 +59,72 @@ class MemoryCheckError(UserError):
     """The run's estimated memory exceeds what this machine (or its device) has available."""
 
 
-def bound_sizes(cfg: ExperimentConfig) -> list[TaskSizes]:
+def replay_need(
+    cfg: ExperimentConfig, algorithms: AlgorithmRegistry | None = None
+) -> ReplayNeed | None:
+    """What the replay of ``cfg``'s rule takes, from the rule's registration (its
+    ``replay_bytes`` and ``replay_key``) in ``algorithms`` (default: the loaded plugins');
+    None for a rule without a replay, or one no plugin offers (the trainer names it)."""
+    if algorithms is None:
+        from mtrl.plugins import get_plugins
+
+        algorithms = get_plugins().algorithms
+    name = cfg.learner.algorithm
+    if name not in algorithms:
+        return None
+    spec = algorithms.get(name)
+    if spec.replay_bytes is None or spec.replay_key is None:
+        return None
+    size = spec.replay_bytes
+    settings = spec.resolve_settings(cfg.learner)
+    key = spec.replay_key
+    return ReplayNeed(
+        nbytes=lambda obs, act: int(size(cfg.learner, settings, obs, act)),
+        blame=Blame(("learner", name, key), getattr(settings, key)),
+    )
+
+
+def _replay_bytes(replay: ReplayNeed | None, obs: gym.Space, act: gym.Space) -> int:
+    return 0 if replay is None else replay.nbytes(obs, act)
+
+
+def bound_sizes(cfg: ExperimentConfig, replay: ReplayNeed | None = None) -> list[TaskSizes]:
     """The smallest sizes any space could have: a one-byte observation, a float32 action, no
-    encoder or head parameters, the torso's activations only (and a replay of such)."""
+    encoder or head parameters, the torso's activations only (and a ``replay`` of such)."""
     mc = cfg.learner.model
     experts = mc.torso_mixture.experts if mc.torso_mixture is not None else 1
     row = experts * torso_row_bytes(mc.encoder_dim, mc.torso)
-    smallest = replay_bytes(cfg, _SMALLEST_OBS, _SMALLEST_ACTION)
+    smallest = _replay_bytes(replay, _SMALLEST_OBS, _SMALLEST_ACTION)
     return [TaskSizes(1, 4, 0, row, smallest) for _ in cfg.tasks]
 
 
 def task_sizes(
-    cfg: ExperimentConfig, task_spaces: Sequence[tuple[gym.Space, gym.Space]]
+    cfg: ExperimentConfig,
+    task_spaces: Sequence[tuple[gym.Space, gym.Space]],
+    replay: ReplayNeed | None = None,
 ) -> list[TaskSizes]:
     """Each task's sizes from its (observation, action) spaces: parameters counted on the
-    ``meta`` device (nothing allocated), activations measured on a few sampled rows. A task
-    whose model cannot be built keeps the lower bound (the trainer then says why)."""
+    ``meta`` device (nothing allocated), activations measured on a few sampled rows, and the
+    rule's ``replay`` (:func:`replay_need`; None: no replay). A task whose model cannot be
+    built keeps the lower bound (the trainer then says why)."""
     from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
     mc = cfg.learner.model
     experts = mc.torso_mixture.experts if mc.torso_mixture is not None else 1
     low = float(experts * torso_row_bytes(mc.encoder_dim, mc.torso))
-    smallest = replay_bytes(cfg, _SMALLEST_OBS, _SMALLEST_ACTION)
+    smallest = _replay_bytes(replay, _SMALLEST_OBS, _SMALLEST_ACTION)
     out = []
     for obs_space, act_space in task_spaces:
         ts = [TaskSpaces(obs_space, act_space)]
         try:
             obs, act = space_bytes(obs_space), action_bytes(act_space)
-            replay = replay_bytes(cfg, obs_space, act_space)
+            replay_size = _replay_bytes(replay, obs_space, act_space)
             with torch.device("meta"):
                 params = sum(p.numel() for p in MultiTaskModel(ts, mc).task_parameters(0))
         except Exception:  # an unsupported space: the trainer's own check names the part
             out.append(TaskSizes(1, 4, 0, low, smallest))
             continue
-        out.append(TaskSizes(obs, act, params, max(low, _row_bytes(ts, mc)), replay))
+        out.append(TaskSizes(obs, act, params, max(low, _row_bytes(ts, mc)), replay_size))
     return out
 
 
@@ -188,13 +223,15 @@ def check_memory(
     device: torch.device | None = None,
     *,
     source: str | Path | None = None,
+    algorithms: AlgorithmRegistry | None = None,
 ) -> list[Part]:
     """Raise :class:`MemoryCheckError` if a run of ``cfg`` would not fit; returns the parts.
 
     First with :func:`bound_sizes` (nothing built), then, given the tasks' ``specs``, with
     their spaces. ``device``: the learner's (by default the config's, resolved). ``source``:
-    the config file, to start each line with its ``file:line``. Replicas of a torchrun job on
-    one node share the host's memory. Skipped when ``MTRL_NO_MEMORY_CHECK=1``.
+    the config file, to start each line with its ``file:line``. ``algorithms``: the learning
+    rules, which say what their replays take (default: the loaded plugins'). Replicas of a
+    torchrun job on one node share the host's memory. Skipped when ``MTRL_NO_MEMORY_CHECK=1``.
     """
     if os.environ.get(SKIP_ENV, "") not in ("", "0"):
         return []
@@ -209,10 +246,11 @@ def check_memory(
         shm_available() if cfg.actors.mode != "serial" else None,
         str(device) if device is not None else cfg.learner.device,
     )
-    parts = estimate(cfg, bound_sizes(cfg), on_device)
+    replay = replay_need(cfg, algorithms)
+    parts = estimate(cfg, bound_sizes(cfg, replay), on_device, replay)
     _raise(problems(parts, *available), source)
     if specs is not None:
-        parts = estimate(cfg, task_sizes(cfg, _spaces(cfg, specs)), on_device)
+        parts = estimate(cfg, task_sizes(cfg, _spaces(cfg, specs), replay), on_device, replay)
         _raise(problems(parts, *available), source)
     return parts
 

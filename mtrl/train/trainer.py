@@ -82,7 +82,7 @@ class Trainer:
         # Learner replicas (torchrun): each runs its own actors; only rank 0 logs and saves.
         self.ctx = DistContext.from_env()
         device = self.ctx.device(cfg.learner.device)
-        check_memory(cfg, self.specs, device)  # before anything large: a clear refusal
+        check_memory(cfg, self.specs, device, algorithms=plugins.algorithms)  # a clear refusal
         self.ctx.init(device)
         if not self.ctx.is_main:
             write_run_dir, console = False, False

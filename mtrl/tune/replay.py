@@ -3,28 +3,27 @@
 PBT restarts members from checkpoints: a synchronous population restarts every member at each
 meeting, and an exploit restarts the copying member from the better member's checkpoint. A
 checkpoint without the replay's contents (``checkpoint.replay: false``, a plain run's default:
-checkpoints the size of the model) leaves every restarted member refilling its replay — SAC
-trains again only once each task holds ``learner.sac.learning_starts`` transitions, after
-every interval. So ``mtrl tune`` turns ``checkpoint.replay`` on for ``sac`` and
-``impala_replay`` unless the config sets it itself, and says so once: a member that copies
-another then trains on with the other's replay (the whole state, as PBT means to copy).
+checkpoints the size of the model) leaves every restarted member refilling its replay (SAC,
+for one, trains again only once each task holds ``learner.sac.learning_starts`` transitions)
+after every interval. So ``mtrl tune`` turns ``checkpoint.replay`` on for a rule whose
+registration says it keeps a replay (``replay_bytes``) unless the config sets it itself, and
+says so once: a member that copies another then trains on with the other's replay (the whole
+state, as PBT means to copy).
 """
 
 from __future__ import annotations
 
 from mtrl.config import ExperimentConfig
 
-__all__ = ["REPLAY_RULES", "keep_replay"]
-
-#: The learning rules whose state holds a replay (the ones ``checkpoint.replay`` is read by).
-REPLAY_RULES = ("sac", "impala_replay")
+__all__ = ["keep_replay"]
 
 
-def keep_replay(cfg: ExperimentConfig) -> tuple[ExperimentConfig, str | None]:
-    """``cfg`` with ``checkpoint.replay`` on when its rule replays and the config leaves the
-    setting at its default, and the line that says so; else ``cfg`` unchanged and None (an
-    explicit ``checkpoint.replay: false`` is kept: each restart then refills)."""
-    if cfg.learner.algorithm not in REPLAY_RULES or cfg.checkpoint.replay:
+def keep_replay(cfg: ExperimentConfig, has_replay: bool) -> tuple[ExperimentConfig, str | None]:
+    """``cfg`` with ``checkpoint.replay`` on when its rule keeps a replay (``has_replay``: the
+    rule's :attr:`~mtrl.plugins.algorithm_registrar.AlgorithmSpec.has_replay`) and the config
+    leaves the setting at its default, and the line that says so; else ``cfg`` unchanged and
+    None (an explicit ``checkpoint.replay: false`` is kept: each restart then refills)."""
+    if not has_replay or cfg.checkpoint.replay:
         return cfg, None
     if "replay" in cfg.checkpoint.model_fields_set or not cfg.checkpoint.enabled:
         return cfg, None

@@ -25,6 +25,7 @@ from typing import Any
 
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
+from mtrl.plugins import get_plugins
 from mtrl.tune.member import train_member
 from mtrl.tune.ray_hint import without_restore_hint
 from mtrl.tune.replay import keep_replay
@@ -59,7 +60,8 @@ def run_population(
     from mtrl.actors.ray_cluster import connect
     from mtrl.tune.schedulers import make_scheduler
 
-    cfg, note = keep_replay(cfg)  # a replay-based rule's members keep it across restarts
+    rule = get_plugins().algorithms.get(cfg.learner.algorithm)
+    cfg, note = keep_replay(cfg, rule.has_replay)  # members keep their replay across restarts
     if note is not None:
         print(f"note: {note}", flush=True)
 

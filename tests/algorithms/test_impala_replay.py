@@ -22,7 +22,7 @@ from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 from mtrl.replay import SequenceStorage
-from mtrl.train.memory_estimate import replay_bytes
+from mtrl.train import preflight
 from mtrl.train.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(600)
@@ -153,15 +153,25 @@ def test_the_replay_is_kept_in_checkpoints_when_asked_and_refilled_when_not(
     assert fresh.replays[0].sampler.count == 0
 
 
-def test_the_replay_counts_in_the_memory_estimate() -> None:
+def test_the_replay_counts_in_the_memory_estimate_and_a_refusal_names_its_own_key() -> None:
     cfg = parse_config(
         "tasks: [{env: a/b}]\nlearner: {algorithm: impala_replay, unroll_length: 20, "
         "impala_replay: {capacity: 1000}}\n"
     )
+    need = preflight.replay_need(cfg)
+    assert need is not None and need.blame.field == "learner.impala_replay.capacity"
     want = SequenceStorage.nbytes(50, 20, VEC.observation_space, VEC.action_space)
-    assert replay_bytes(cfg, VEC.observation_space, VEC.action_space) == want > 50 * 20 * 16
-    plain = parse_config("tasks: [{env: a/b}]\n")
-    assert replay_bytes(plain, VEC.observation_space, VEC.action_space) == 0
+    assert need.nbytes(VEC.observation_space, VEC.action_space) == want > 50 * 20 * 16
+    assert preflight.replay_need(parse_config("tasks: [{env: a/b}]\n")) is None
+    huge = parse_config(
+        "tasks: [{env: a/b}]\nlearner: {algorithm: impala_replay, "
+        "impala_replay: {capacity: 10000000000000}}\n"
+    )
+    with pytest.raises(preflight.MemoryCheckError) as err:
+        preflight.check_memory(huge)
+    (line,) = err.value.problems
+    assert "learner.impala_replay.capacity = 10000000000000" in line
+    assert "; lower learner.impala_replay.capacity" in line and "sac" not in line
 
 
 def test_a_run_with_replay_learns_cartpole(tmp_path: Path) -> None:

@@ -104,7 +104,7 @@ def test_the_draw_is_uniform_over_the_sampleable_items() -> None:
 
 def test_a_checkpoint_puts_the_replay_back_in_the_mirror() -> None:
     a = _learner([BOX, BOX, DISCRETE, IMAGE], True, sac=ON)
-    a.sac._checkpoint_replay = True
+    a.cfg._checkpoint_replay = True
     _updates(a, 3)
     state = a.state_dict()
     b = _learner([BOX, BOX, DISCRETE, IMAGE], True, sac=ON)

@@ -14,12 +14,14 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from mtrl.algorithms import make_learner
 from mtrl.algorithms.sac.checks import SacUnsupportedError, check_tasks
 from mtrl.algorithms.sac.learner import REFILL_NOTE
 from mtrl.cli import main
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import ConfigError
-from mtrl.learner.model import TaskSpaces
+from mtrl.learner.distributed import DistContext
+from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import Plugins, batch_env_from_gymnasium, get_plugins, hookimpl, load_plugins
 from mtrl.replay import TransitionStorage
 from mtrl.train import preflight
@@ -124,14 +126,22 @@ def test_a_sac_run_resumes_from_its_checkpoint(
     assert min(r.sampler.count for r in resumed.learner.replays) >= 100
 
 
-def test_a_recurrent_core_is_refused_when_the_config_is_parsed() -> None:
+def test_a_recurrent_core_is_refused_by_the_rules_own_check() -> None:
+    """SAC's check (registered with the rule) refuses a recurrent core when the config is
+    parsed with the rules' checks, at ``learner.algorithm``'s line, and when a config built
+    without them reaches the learner's factory."""
+    text = (
+        "tasks: [{env: gymnasium/CartPole-v1}]\nlearner:\n  algorithm: sac\n  model: {core: lstm}\n"
+    )
     with pytest.raises(ConfigError) as err:
-        parse_config(
-            "tasks: [{env: a/b}]\nlearner: {algorithm: sac, model: {core: lstm}}\n", "exp.yaml"
-        )
+        parse_config(text, "exp.yaml", **get_plugins().config_context())
     (line,) = err.value.problems
-    assert "learning rule 'sac'" in line and "recurrent core" in line
-    assert "remove learner.model.core" in line and line.startswith("exp.yaml:")
+    assert line.startswith("exp.yaml:3: learner.algorithm: learning rule 'sac'")
+    assert "recurrent core" in line and "remove learner.model.core" in line
+    cfg = parse_config(text, "exp.yaml")  # no checks without the registry
+    model = MultiTaskModel([TaskSpaces(BOX_OBS, spaces.Discrete(2))], cfg.learner.model)
+    with pytest.raises(ConfigError, match="recurrent core"):
+        make_learner(get_plugins(), model, cfg.learner, ["t"], DistContext(), None)
 
 
 @pytest.mark.parametrize("mode", ["task_sharded", "fsdp"])
@@ -256,18 +266,22 @@ def test_the_replay_counts_in_the_memory_check() -> None:
     tasks = [{"env": "a/x", "num_envs": 4}, {"env": "a/y", "num_envs": 4}]
     sac = {"algorithm": "sac", "unroll_length": 10, "sac": {"replay_capacity": 100_000}}
     cfg = ExperimentConfig.model_validate({"tasks": tasks, "learner": sac})
-    sizes = preflight.task_sizes(cfg, [cartpole, image])
-    parts = {p.what: p for p in preflight.estimate(cfg, sizes, on_device=False)}
+    replay = preflight.replay_need(cfg)
+    sizes = preflight.task_sizes(cfg, [cartpole, image], replay)
+    parts = {p.what: p for p in preflight.estimate(cfg, sizes, on_device=False, replay=replay)}
     for i, (obs, act) in enumerate([cartpole, image]):
         part = parts[f"tasks[{i}] replay"]
         assert part.nbytes == TransitionStorage.nbytes(100_000, 10, obs, act)
         assert not part.on_device and part.blame[0].field == "learner.sac.replay_capacity"
     assert parts["tasks[1] replay"].nbytes > 2.8e9  # 84x84x4 bytes x 100k, and a bit
     impala = ExperimentConfig.model_validate({"tasks": tasks})
+    assert preflight.replay_need(impala) is None
     plain = preflight.task_sizes(impala, [cartpole, image])
     assert not any("replay" in p.what for p in preflight.estimate(impala, plain, False))
     # Lower bound (no spaces): one byte of observation per transition still counts.
     huge = {**sac, "sac": {"replay_capacity": 10**13}}
     with pytest.raises(preflight.MemoryCheckError) as err:
         preflight.check_memory(ExperimentConfig.model_validate({"tasks": tasks, "learner": huge}))
-    assert "learner.sac.replay_capacity = 10000000000000" in str(err.value)
+    (line,) = err.value.problems
+    assert "learner.sac.replay_capacity = 10000000000000" in line
+    assert "; lower learner.sac.replay_capacity" in line

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mtrl.config import parse_config
+from mtrl.config import ExperimentConfig, parse_config
+from mtrl.plugins import get_plugins
 from mtrl.testing.netns import in_private_network
 from mtrl.tune.history import read_population
 from mtrl.tune.member import member_run_name
@@ -69,20 +70,28 @@ def _sac(tmp_path: Path, checkpoint: str = "") -> str:
     return SAC.format(checkpoint=checkpoint, runs=tmp_path / "runs")
 
 
+def _keep(text: str) -> tuple[ExperimentConfig, tuple[ExperimentConfig, str | None]]:
+    """The config of ``text`` (parsed with the installed rules' settings, as ``mtrl tune``
+    does) and what :func:`keep_replay` makes of it, asking the rule's registration whether it
+    keeps a replay."""
+    plugins = get_plugins()
+    cfg = parse_config(text, **plugins.config_context())
+    return cfg, keep_replay(cfg, plugins.algorithms.get(cfg.learner.algorithm).has_replay)
+
+
 def test_a_replay_rules_population_keeps_its_replay_unless_the_config_says_otherwise(
     tmp_path: Path,
 ) -> None:
-    cfg = parse_config(_sac(tmp_path))
-    kept, note = keep_replay(cfg)
-    assert kept.checkpoint.replay and kept.learner.sac.checkpoint_replay
+    cfg, (kept, note) = _keep(_sac(tmp_path))
+    assert kept.checkpoint.replay and kept.learner.checkpoint_replay
     assert note is not None and "checkpoint.replay: true" in note and "sac" in note
     assert not cfg.checkpoint.replay, "the config given is left as it was"
-    explicit = parse_config(_sac(tmp_path, "checkpoint: {replay: false}\n"))
-    assert keep_replay(explicit) == (explicit, None)
-    on = parse_config(_sac(tmp_path, "checkpoint: {replay: true}\n"))
-    assert keep_replay(on) == (on, None)
-    impala = parse_config(IMPALA.format(runs=tmp_path / "runs"))
-    assert keep_replay(impala) == (impala, None)
+    explicit, kept_explicit = _keep(_sac(tmp_path, "checkpoint: {replay: false}\n"))
+    assert kept_explicit == (explicit, None)
+    on, kept_on = _keep(_sac(tmp_path, "checkpoint: {replay: true}\n"))
+    assert kept_on == (on, None)
+    impala, kept_impala = _keep(IMPALA.format(runs=tmp_path / "runs"))
+    assert kept_impala == (impala, None)
 
 
 def test_members_run_directories_are_named_apart() -> None:

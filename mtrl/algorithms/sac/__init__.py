@@ -9,13 +9,15 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from mtrl.algorithms.sac.checks import check_config
 from mtrl.algorithms.sac.learner import SacLearner
 from mtrl.algorithms.sac.parallel import DataParallelSacLearner
+from mtrl.algorithms.sac.settings import SacSettings
 from mtrl.config import LearnerConfig
-from mtrl.errors import UserError
+from mtrl.errors import ConfigError, UserError
 from mtrl.learner.distributed import DistContext
 
-__all__ = ["DataParallelSacLearner", "SacLearner", "make_sac_learner"]
+__all__ = ["DataParallelSacLearner", "SacLearner", "SacSettings", "make_sac_learner"]
 
 
 def make_sac_learner(
@@ -25,10 +27,18 @@ def make_sac_learner(
     ctx: DistContext | None = None,
     device: torch.device | None = None,
     lr_scales: Sequence[float] | None = None,
+    settings: SacSettings | None = None,
 ) -> SacLearner:
     """The SAC learner of ``model`` on ``device``: one process's, or under torchrun one
     data-parallel replica (:mod:`mtrl.algorithms.sac.parallel`; the process group must be
-    initialised)."""
+    initialised). ``settings``: the validated ``learner.sac`` section (None: read from
+    ``cfg``); the learner reads it as ``cfg.sac``."""
+    if settings is None:
+        settings = cfg.settings("sac", SacSettings)
+    problems = check_config(cfg, settings)
+    if problems:
+        raise ConfigError("\n".join(problems), problems=problems)
+    cfg = cfg.with_settings("sac", settings)
     ctx = ctx or DistContext.from_env()
     par = cfg.parallel
     model = model.to(device) if device is not None else model

@@ -1,5 +1,6 @@
-"""What the SAC rule can train, checked when the learner is built (the spaces are known then,
-not when the config is parsed; a recurrent core is refused by the config itself)."""
+"""What the SAC rule can train: the learner config it accepts (:func:`check_config`, registered
+as the rule's ``checks``, so the host runs it when the config is parsed) and the tasks it can
+train (:func:`check_tasks`, when the learner is built: the spaces are known then)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,30 @@ from collections.abc import Sequence
 import numpy as np
 from gymnasium import spaces
 
+from mtrl.algorithms.sac.settings import SacSettings
+from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
 from mtrl.learner.encoders import ACTION_MASK_KEY
 from mtrl.learner.model import TaskSpaces
 
-__all__ = ["SacUnsupportedError", "check_tasks"]
+__all__ = ["SacUnsupportedError", "check_config", "check_tasks"]
 
 _FIX = "use learner.algorithm: impala for it, or leave the task out"
 
 
 class SacUnsupportedError(UserError):
     """A task the SAC rule cannot train (its action space, or an action mask)."""
+
+
+def check_config(cfg: LearnerConfig, settings: SacSettings | None = None) -> list[str]:
+    """What SAC cannot run of learner config ``cfg`` (empty: nothing): it trains on single
+    transitions, so a recurrent core (which would need sequence replay) is refused."""
+    if cfg.model.core is not None:
+        return [
+            "learning rule 'sac' trains on single transitions and has no recurrent core: "
+            "remove learner.model.core or choose learner.algorithm: impala"
+        ]
+    return []
 
 
 def _problem(task: TaskSpaces) -> str | None:

@@ -47,11 +47,11 @@ from mtrl.algorithms.sac.networks import (
     squashed_params_many,
 )
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
+from mtrl.algorithms.sac.settings import SacSettings
 from mtrl.algorithms.sac.stacked_batch import HostBatch, draw
 from mtrl.algorithms.sac.stacked_step import StackedSac
 from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
 from mtrl.config import LearnerConfig
-from mtrl.config.sac import SacConfig
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.gradient_combination import combine
@@ -63,7 +63,7 @@ from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, Unifo
 __all__ = ["REFILL_NOTE", "SacLearner"]
 
 
-def _target_entropy(space: spaces.Space, sac: SacConfig) -> float:
+def _target_entropy(space: spaces.Space, sac: SacSettings) -> float:
     if isinstance(space, spaces.Box):
         return sac.box_target_entropy * float(np.prod(space.shape))
     return sac.discrete_target_entropy * math.log(int(space.n))

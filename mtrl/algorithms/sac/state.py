@@ -34,7 +34,7 @@ def capture(learner: Any) -> dict[str, Any]:
         "mix": torch.from_numpy(learner.mix.weighted.copy()),
         "rng": learner.rng.bit_generator.state,
     }
-    if learner.sac.checkpoint_replay:
+    if learner.cfg.checkpoint_replay:
         state["replay"] = [r.state_dict() for r in learner.replays]
     return state
 

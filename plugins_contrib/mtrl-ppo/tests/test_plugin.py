@@ -3,7 +3,6 @@ settings model, and bad input refused in one line with exit status 2, no traceba
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
 import sys
@@ -16,11 +15,9 @@ from mtrl_ppo.settings import PpoSettings
 from pydantic import ValidationError
 
 from mtrl.plugins import load_plugins
-from mtrl.plugins.algorithm_registrar import AlgorithmRegistrar
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = HERE.parent / "configs"
-HOST_TAKES_SETTINGS = "settings" in inspect.signature(AlgorithmRegistrar.algorithm).parameters
 
 
 def _mtrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -59,7 +56,6 @@ def test_the_settings_have_defaults_and_refuse_unknown_keys() -> None:
     assert all(f.description for f in PpoSettings.model_fields.values()), "every field documented"
 
 
-@pytest.mark.skipif(not HOST_TAKES_SETTINGS, reason="this mtrl does not validate rule sections yet")
 def test_the_host_validates_the_rules_section_with_file_and_line(tmp_path: Path) -> None:
     text = (CONFIGS / "ppo_cartpole.yaml").read_text()
     path = tmp_path / "bad.yaml"
@@ -97,7 +93,8 @@ def test_a_recurrent_core_is_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_the_factory_takes_the_validated_section_as_a_seventh_argument() -> None:
-    """The call of the settings contract (issue 53 item 1) and today's six-argument one."""
+    """The host hands the rule its validated ``learner.ppo:`` section as the seventh
+    argument; a config without one gets the model's defaults."""
     from gymnasium import spaces
 
     from mtrl.config import LearnerConfig
@@ -109,4 +106,14 @@ def test_the_factory_takes_the_validated_section_as_a_seventh_argument() -> None
     mine = PpoSettings(epochs=1, value_clip=0.5)
     learner = make_ppo_learner(model, cfg, ["t"], None, None, None, mine)
     assert learner.settings is mine
-    assert make_ppo_learner(model, cfg, ["t"], None, None, None).settings == PpoSettings()
+    from mtrl.algorithms import make_learner
+    from mtrl.config import parse_config
+    from mtrl.learner.distributed import DistContext
+    from mtrl.plugins import get_plugins
+
+    plugins = get_plugins()
+    text = "tasks: [{env: gymnasium/CartPole-v1}]\nlearner: {algorithm: ppo}\n"
+    cfg = parse_config(text, **plugins.config_context()).learner
+    model = MultiTaskModel([TaskSpaces(box, spaces.Discrete(2))], cfg.model)
+    built = make_learner(plugins, model, cfg, ["t"], DistContext(), None, None)
+    assert built.settings == PpoSettings()

@@ -6,7 +6,6 @@ plugins, spawned actor workers too); the factory runs once per learner process.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,12 +28,12 @@ def make_ppo_learner(
     task_names: Sequence[str],
     ctx: Any,
     device: torch.device | None,
-    lr_scales: Sequence[float] | None = None,
-    settings: PpoSettings | None = None,
+    lr_scales: Sequence[float] | None,
+    settings: PpoSettings,
 ) -> PpoLearner:
     """The PPO learner of ``model`` on ``device`` for this process. ``settings``: the
-    validated ``learner.ppo:`` section (None: the defaults). One process only: a replica of a
-    torchrun job is refused in one line."""
+    validated ``learner.ppo:`` section (the defaults where the config has none). One process
+    only: a replica of a torchrun job is refused in one line."""
     if ctx is not None and getattr(ctx, "distributed", False):
         raise UserError(
             "learner.algorithm: ppo runs on one learner process: launch without torchrun "
@@ -42,24 +41,12 @@ def make_ppo_learner(
         )
     if device is not None:
         model = model.to(device)
-    return PpoLearner(model, cfg, task_names, settings or PpoSettings(), lr_scales)  # type: ignore[arg-type]
-
-
-def _host_takes_settings(register: Any) -> bool:
-    """Whether this mtrl's registrar accepts a rule's ``settings=`` model."""
-    try:
-        return "settings" in inspect.signature(register.algorithm).parameters
-    except (TypeError, ValueError):
-        return False
+    return PpoLearner(model, cfg, task_names, settings, lr_scales)  # type: ignore[arg-type]
 
 
 @hookimpl
 def mtrl_register_algorithms(register: Any) -> None:
     """Offer ``ppo`` (settings: :class:`PpoSettings`, the config's ``learner.ppo:``)."""
-    kwargs: dict[str, Any] = {"parallel": (), "description": DESCRIPTION}
-    # SHIM (remove once every supported mtrl validates rule sections, issue 53 item 1): an mtrl
-    # whose registrar has no ``settings=`` calls the factory with six arguments, and the rule
-    # then runs on PpoSettings' defaults.
-    if _host_takes_settings(register):
-        kwargs["settings"] = PpoSettings
-    register.algorithm(NAME, make_ppo_learner, **kwargs)
+    register.algorithm(
+        NAME, make_ppo_learner, parallel=(), description=DESCRIPTION, settings=PpoSettings
+    )

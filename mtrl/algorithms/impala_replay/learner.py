@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from mtrl.algorithms.feed import batch_to_unroll
+from mtrl.algorithms.impala_replay.settings import ImpalaReplaySettings
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
@@ -51,12 +52,15 @@ REFILL_NOTE = (
 class ImpalaReplayLearner:
     """A :class:`~mtrl.learner.protocol.Learner` that mixes replayed unrolls into the batches
     of an IMPALA learner (``inner``: any of :func:`~mtrl.learner.parallel.make_impala_learner`'s
-    learners); everything else is ``inner``'s."""
+    learners); everything else is ``inner``'s. ``settings``: the ``learner.impala_replay``
+    section."""
 
-    def __init__(self, inner: Learner, cfg: LearnerConfig, seed: int = 0) -> None:
+    def __init__(
+        self, inner: Learner, cfg: LearnerConfig, settings: ImpalaReplaySettings, seed: int = 0
+    ) -> None:
         self.inner = inner
         self.cfg = cfg
-        self.replay_cfg = cfg.impala_replay
+        self.replay_cfg = settings
         model = inner.model
         state_size = int(getattr(model, "state_size", 0))
         self.replays: dict[int, TaskReplay] = {}
@@ -154,7 +158,7 @@ class ImpalaReplayLearner:
         generator and, with ``checkpoint.replay``, each local task's replay."""
         state = dict(self.inner.state_dict())
         state["replay_rng"] = self.rng.bit_generator.state
-        if self.replay_cfg.checkpoint_replay:
+        if self.cfg.checkpoint_replay:
             state["replay"] = {k: r.state_dict() for k, r in self.replays.items()}
         return state
 
@@ -180,10 +184,14 @@ def make_impala_replay_learner(
     ctx: DistContext | None = None,
     device: torch.device | None = None,
     lr_scales: Sequence[float] | None = None,
+    settings: ImpalaReplaySettings | None = None,
 ) -> ImpalaReplayLearner:
     """The IMPALA learner ``learner.parallel`` asks for (one process, data-parallel,
     task-sharded or FSDP), with replay mixed into its batches; each replica keeps the replay
-    of the unrolls its own actors make."""
+    of the unrolls its own actors make. ``settings``: the validated ``learner.impala_replay``
+    section (None: read from ``cfg``)."""
     ctx = ctx or DistContext.from_env()
+    if settings is None:
+        settings = cfg.settings("impala_replay", ImpalaReplaySettings)
     inner = make_impala_learner(model, cfg, task_names, ctx, device, lr_scales)
-    return ImpalaReplayLearner(inner, cfg, seed=ctx.rank)
+    return ImpalaReplayLearner(inner, cfg, settings, seed=ctx.rank)

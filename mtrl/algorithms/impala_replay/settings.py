@@ -1,20 +1,21 @@
 """The settings of IMPALA with experience replay (``learner.impala_replay``; used when
-``learner.algorithm: impala_replay``).
+``learner.algorithm: impala_replay``), registered with the rule
+(:mod:`mtrl.algorithms.builtin`) so the host validates the section.
 
 LASER's recipe (Schmitt et al. 2020): every update trains on the fresh unrolls *and* on
 unrolls drawn again from a per-task replay, in a set proportion, V-trace correcting both for
-the policy that acted. The rule is :mod:`mtrl.algorithms.impala_replay`; every IMPALA setting
-(``learner.learning_rate``, PopArt, the parallel modes, ...) applies as it is.
+the policy that acted. The rule is :mod:`mtrl.algorithms.impala_replay.learner`; every IMPALA
+setting (``learner.learning_rate``, PopArt, the parallel modes, ...) applies as it is.
 """
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveInt, PrivateAttr
+from pydantic import Field, PositiveInt
 
 from mtrl.config.base import ConfigModel
 
 
-class ImpalaReplayConfig(ConfigModel):
+class ImpalaReplaySettings(ConfigModel):
     """How much of each batch is replayed, and how much each task's replay holds."""
 
     proportion: float = Field(default=0.5, ge=0, lt=1)
@@ -28,14 +29,6 @@ class ImpalaReplayConfig(ConfigModel):
     capacity: PositiveInt = 100_000
     """Env steps kept per task, as whole unrolls of one env copy (rounded up); the oldest are
     overwritten. Host memory, counted by the pre-flight check."""
-
-    _checkpoint_replay: bool = PrivateAttr(default=False)
-    """``checkpoint.replay``, set by :class:`~mtrl.config.models.ExperimentConfig`."""
-
-    @property
-    def checkpoint_replay(self) -> bool:
-        """Whether checkpoints keep the replay's contents (``checkpoint.replay``)."""
-        return self._checkpoint_replay
 
     def sequences(self, unroll_length: int) -> int:
         """Sequences (one env copy's unroll each) a task's replay holds."""

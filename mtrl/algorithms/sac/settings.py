@@ -1,4 +1,5 @@
-"""The SAC learning rule's settings (``learner.sac``; used when ``learner.algorithm: sac``).
+"""The SAC learning rule's settings (``learner.sac``; used when ``learner.algorithm: sac``),
+registered with the rule (:mod:`mtrl.algorithms.builtin`) so the host validates the section.
 
 Soft actor-critic (Haarnoja et al. 2018) over a per-task replay, multi-task as in Meta-World's
 MT-SAC (Yu et al. 2019), with SAC-discrete (Christodoulou 2019) for ``Discrete`` actions; the
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from mtrl.config.base import ConfigModel
 
 
-class SacConfig(ConfigModel):
+class SacSettings(ConfigModel):
     """Replay, sampling and optimisation of the SAC rule."""
 
     replay_capacity: PositiveInt = 1_000_000
@@ -76,12 +77,3 @@ class SacConfig(ConfigModel):
     memory (it takes as many bytes as the host replay). True: wherever the tasks take the
     stacked step with uniform replay on one process (a CPU too); False: never. The rows come
     from the device's random generator, the same distribution as the host's draw."""
-
-    _checkpoint_replay: bool = PrivateAttr(default=False)
-    """``checkpoint.replay``, set by :class:`~mtrl.config.models.ExperimentConfig` (the
-    learner receives ``learner`` only): whether ``state_dict`` includes the replay."""
-
-    @property
-    def checkpoint_replay(self) -> bool:
-        """Whether checkpoints keep the replay's contents (``checkpoint.replay``)."""
-        return self._checkpoint_replay
