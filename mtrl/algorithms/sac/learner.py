@@ -93,7 +93,12 @@ class SacLearner:
         self.device = next(model.parameters()).device
         install_policy_heads(model)
         self.model = model.to(self.device)
-        self.cfg, self.sac = cfg, cfg.sac
+        # The validated learner.sac section, however the config was parsed (a config parsed
+        # without the rules' models holds it as a plain mapping).
+        settings = cfg.settings("sac", SacSettings)
+        if cfg.sac is not settings:
+            cfg = cfg.with_settings("sac", settings)
+        self.cfg, self.sac = cfg, settings
         self.task_names = list(task_names)
         self.spaces = model.spaces
         self.box = [isinstance(t.action_space, spaces.Box) for t in self.spaces]

@@ -73,7 +73,7 @@ class DataParallelSacLearner(SacLearner):
         self.ctx = ctx
         self.world = ctx.world_size
         # A gradient step trains world x batch_size samples, for the env steps of every replica.
-        self.ratio = ReplayRatio(cfg.sac.replay_ratio, cfg.sac.batch_size * self.world)
+        self.ratio = ReplayRatio(self.sac.replay_ratio, self.sac.batch_size * self.world)
         # Start equal: rank 0's policy, critics (the targets copy them) and temperatures.
         broadcast_parameters([*self.model.parameters(), *self.critic_params, self.log_alpha])
         self.target.load_state_dict(self.critic.state_dict())
