@@ -3,8 +3,9 @@ settings model, and bad input refused in one line with exit status 2, no traceba
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Callable
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -15,21 +16,32 @@ from pydantic import ValidationError
 
 from mtrl.plugins import load_plugins
 
-MtrlCli = Callable[..., subprocess.CompletedProcess[str]]
-"""The ``mtrl_cli`` fixture (conftest.py): ``mtrl ARGS`` in a subprocess."""
+
+def _mtrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``mtrl ARGS`` in a subprocess with the built-in plugins and this one only."""
+    env = {**os.environ, "MTRL_PLUGINS": "ppo", "WANDB_MODE": "disabled"}
+    return subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+        cwd=cwd,
+    )
+
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = HERE.parent / "configs"
 
 
-def test_the_rule_is_found_through_its_entry_point(mtrl_cli: MtrlCli) -> None:
+def test_the_rule_is_found_through_its_entry_point() -> None:
     (ep,) = [e for e in metadata.entry_points(group="mtrl") if e.name == "ppo"]
     assert ep.value == "mtrl_ppo.plugin"
     plugins = load_plugins()
     spec = plugins.algorithms.get("ppo")
     assert spec.plugin == "ppo" and spec.factory is make_ppo_learner
     assert plugins.infos["ppo"].status == "ok"
-    out = mtrl_cli("plugins")
+    out = _mtrl("plugins")
     assert out.returncode == 0, out.stderr
     assert "mtrl-ppo" in out.stdout and "algorithms: ppo" in out.stdout
 
@@ -45,13 +57,11 @@ def test_the_settings_have_defaults_and_refuse_unknown_keys() -> None:
     assert all(f.description for f in PpoSettings.model_fields.values()), "every field documented"
 
 
-def test_the_host_validates_the_rules_section_with_file_and_line(
-    tmp_path: Path, mtrl_cli: MtrlCli
-) -> None:
+def test_the_host_validates_the_rules_section_with_file_and_line(tmp_path: Path) -> None:
     text = (CONFIGS / "ppo_cartpole.yaml").read_text()
     path = tmp_path / "bad.yaml"
     path.write_text(text.replace("  algorithm: ppo\n", "  algorithm: ppo\n  ppo: {clp: 0.1}\n"))
-    out = mtrl_cli("validate", str(path))
+    out = _mtrl("validate", str(path))
     assert out.returncode == 2
     line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if "clp" in x)
     assert f"bad.yaml:{line}" in out.stdout + out.stderr
@@ -59,25 +69,25 @@ def test_the_host_validates_the_rules_section_with_file_and_line(
     assert "Traceback" not in out.stderr
 
 
-def test_a_parallel_mode_is_refused_in_one_line(tmp_path: Path, mtrl_cli: MtrlCli) -> None:
+def test_a_parallel_mode_is_refused_in_one_line(tmp_path: Path) -> None:
     text = (CONFIGS / "ppo_cartpole.yaml").read_text()
     path = tmp_path / "dp.yaml"
     path.write_text(
         text.replace("  algorithm: ppo\n", "  algorithm: ppo\n  parallel: {data_parallel: 2}\n")
     )
-    out = mtrl_cli("validate", str(path))
+    out = _mtrl("validate", str(path))
     assert out.returncode == 2
     said = (out.stdout + out.stderr).strip()
     assert "learning rule 'ppo' does not support learner.parallel data_parallel" in said
     assert "Traceback" not in said
 
 
-def test_a_recurrent_core_is_refused_in_one_line(tmp_path: Path, mtrl_cli: MtrlCli) -> None:
+def test_a_recurrent_core_is_refused_in_one_line(tmp_path: Path) -> None:
     text = (CONFIGS / "ppo_cartpole.yaml").read_text()
     path = tmp_path / "core.yaml"
     text = text.replace("activation: tanh}", "activation: tanh, core: gru}")
     path.write_text(text + "checkpoint: {enabled: false}\n")
-    out = mtrl_cli("train", str(path), cwd=tmp_path)
+    out = _mtrl("train", str(path), cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     assert "ppo shuffles single steps and has no recurrent core" in out.stdout + out.stderr

@@ -6,8 +6,9 @@ actors (unrolls up to a version behind) and resumes from its run directory."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-from collections.abc import Callable
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,18 @@ tracking: {console: quiet, csv: false, wandb: {mode: disabled}, final_eval_episo
            run_dir: RUNS}
 """
 
-MtrlCli = Callable[..., subprocess.CompletedProcess[str]]
-"""The ``mtrl_cli`` fixture (conftest.py): ``mtrl ARGS`` in a subprocess."""
+
+def _mtrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``mtrl ARGS`` in a subprocess with the built-in plugins and this one only."""
+    env = {**os.environ, "MTRL_PLUGINS": "ppo", "WANDB_MODE": "disabled"}
+    return subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def test_a_cartpole_run_checkpoints_and_resumes_with_the_rules_state(tmp_path: Path) -> None:
@@ -72,9 +83,7 @@ def _records(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in lines if x.strip()]
 
 
-def test_the_multitask_config_trains_with_process_actors_and_resumes(
-    tmp_path: Path, mtrl_cli: MtrlCli
-) -> None:
+def test_the_multitask_config_trains_with_process_actors_and_resumes(tmp_path: Path) -> None:
     text = (CONFIGS / "ppo_pendulum_cartpole.yaml").read_text()
     text = text.replace("  mode: serial\n", "  mode: process\n")
     text = text.replace("unroll_length: 128", "unroll_length: 32")
@@ -83,7 +92,7 @@ def test_the_multitask_config_trains_with_process_actors_and_resumes(
     text += "  final_eval_episodes: 0\nscheduler: {num_actors: 2}\n"
     path = tmp_path / "mt.yaml"
     path.write_text(text)
-    first = mtrl_cli("train", str(path), "--total-env-steps", "6000", cwd=tmp_path)
+    first = _mtrl("train", str(path), "--total-env-steps", "6000", cwd=tmp_path)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     records = _records(run_dir)
@@ -92,7 +101,7 @@ def test_the_multitask_config_trains_with_process_actors_and_resumes(
         assert f"popart/{task}/sigma" in last, sorted(last)
     assert any("losses/clip_fraction" in r for r in records)
     steps_before = max(r.get("charts/env_steps", 0) for r in records)
-    second = mtrl_cli("train", "--resume", str(run_dir), "--total-env-steps", "12000", cwd=tmp_path)
+    second = _mtrl("train", "--resume", str(run_dir), "--total-env-steps", "12000", cwd=tmp_path)
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     steps_after = max(r.get("charts/env_steps", 0) for r in _records(run_dir))
     assert steps_after >= 12000 > steps_before
