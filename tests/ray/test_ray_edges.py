@@ -118,7 +118,9 @@ def test_a_task_the_cluster_has_no_room_for_is_named_at_the_start_and_in_the_tab
 ) -> None:
     """Three tasks of one actor each on 2 CPUs, a run of seconds: before the first progress
     line, one warning names the task left without an actor, why and what to change; the final
-    table's row of that task (0 env steps) gives the reason."""
+    table's row of the task left waiting (0 env steps) gives the reason. Ray places actors in
+    the order they were created, which the start's warning predicts; on a busy machine it
+    placed them otherwise once, and the table then names the task really left waiting."""
     r = run_scenario("no_room_is_said_at_the_start", script=EDGE, tmp=str(tmp_path))
     assert r["rc"] == 0, r["out"][-3000:] + r["err"][-3000:]
     lines = r["out"].splitlines()
@@ -130,14 +132,17 @@ def test_a_task_the_cluster_has_no_room_for_is_named_at_the_start_and_in_the_tab
     name = warning.split("'")[1]
     assert warning.startswith(f"WARNING: task {name!r} gets no actor: the run's 3 actors ask ")
     assert "3 CPUs and the Ray cluster has 2" in warning and "actors.ray.num_cpus" in warning
-    assert "has had no running actor" not in r["out"], "said once"
     steps = _column(lines, 1)
-    assert steps[name] == (
-        "0 (no steps: no actor: the run's 3 actors ask for 3 CPUs, the Ray cluster has 2)"
-    )
-    # The other two had actors (on a loaded machine one may start so late that the other
-    # makes the whole budget alone: its row then has no reason to give).
-    assert all("no actor" not in v for k, v in steps.items() if k != name), steps
+    reason = "0 (no steps: no actor: the run's 3 actors ask for 3 CPUs, the Ray cluster has 2)"
+    starved = [k for k, v in steps.items() if v == reason]
+    assert len(starved) == 1, steps  # actors run to the end: one waits throughout
+    if starved[0] == name:
+        assert "has had no running actor" not in r["out"], "said once"
+    # else Ray placed the actors otherwise than created: the table names the task really left
+    # waiting (and a run longer than starved_warning_s says so once more, later).
+    # The others had actors (on a loaded machine one may start so late that the other makes
+    # the whole budget alone: its row then has no reason to give).
+    assert all("no actor" not in v for k, v in steps.items() if k not in starved), steps
 
 
 def _column(lines: list[str], col: int) -> dict[str, str]:
