@@ -118,6 +118,13 @@ class GossipSync:
         """The run's env steps as this replica knows them: its own and each peer's newest."""
         return own_steps + sum(self.peer_steps.values())
 
+    def run_steps(self, own_steps: int, joint_steps: int, own_at_joint: int, replicas: int) -> int:
+        """:meth:`global_steps` (the replicas never meet: the joint figures are unused)."""
+        return self.global_steps(own_steps)
+
+    def plan(self, global_steps: float, budget: float) -> None:
+        """Nothing to plan: the gossip runs on its own period."""
+
     def _send(self, peer: int, env_steps: int, final: bool = False) -> None:
         header = json.dumps(
             {"rank": self.ctx.rank, "env_steps": int(env_steps), "final": final}

@@ -31,6 +31,7 @@ import torch
 from mtrl.learner.distributed import average_replica_states
 from mtrl.learner.gossip import GossipSync
 from mtrl.learner.replica_state import Reconcilable, outer_step
+from mtrl.learner.replica_sync import ReplicaSync
 
 if TYPE_CHECKING:
     from mtrl.config import ParallelConfig
@@ -114,6 +115,10 @@ class PeriodicSync:
         self.bytes_sent += ring_allreduce_bytes(state.numel_bytes(), n)
         self.next_at = self._version + self.every
 
+    def run_steps(self, own_steps: int, joint_steps: int, own_at_joint: int, replicas: int) -> int:
+        """Between two syncs, every replica counted as fast as this one since the last."""
+        return joint_steps + replicas * (own_steps - own_at_joint)
+
     def plan(self, global_steps: float, budget: float) -> None:
         """At a joint point, with all replicas' env steps so far: when to sync next, so the last
         period ends near ``budget``. Every replica computes it from the same figures."""
@@ -154,9 +159,7 @@ class PeriodicSync:
         self.bytes_sent = int(state["bytes_sent"])
 
 
-def make_loose_sync(
-    par: ParallelConfig, ctx: DistContext, learner: object
-) -> PeriodicSync | GossipSync | None:
+def make_loose_sync(par: ParallelConfig, ctx: DistContext, learner: object) -> ReplicaSync | None:
     """The synchronisation ``par.sync`` asks for among ``ctx``'s replicas; None for
     ``allreduce`` (the learner all-reduces every update itself) or a single process."""
     if par.sync == "allreduce" or not ctx.distributed:

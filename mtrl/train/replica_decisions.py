@@ -13,13 +13,15 @@ one small all-reduce. When they meet depends on ``learner.parallel.sync``:
   steps (its own and each peer's newest count, carried by the gossip) reaches the budget;
   rank 0 checkpoints alone; they meet once at the end
   (:meth:`~mtrl.learner.gossip.GossipSync.finish`).
+
+Each mode says which of these it is through :class:`~mtrl.learner.replica_sync.ReplicaSync`
+(``joint``, ``run_steps``, ``plan``): nothing here names a mode.
 """
 
 from __future__ import annotations
 
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.gossip import GossipSync
-from mtrl.learner.loose_sync import PeriodicSync
+from mtrl.learner.replica_sync import ReplicaSync
 
 __all__ = ["ReplicaDecisions"]
 
@@ -27,9 +29,7 @@ __all__ = ["ReplicaDecisions"]
 class ReplicaDecisions:
     """The stop and checkpoint decisions of one replica (module docstring)."""
 
-    def __init__(
-        self, ctx: DistContext, sync: PeriodicSync | GossipSync | None, budget: int
-    ) -> None:
+    def __init__(self, ctx: DistContext, sync: ReplicaSync | None, budget: int) -> None:
         self.ctx = ctx
         self.sync = sync
         self.budget = budget
@@ -47,11 +47,11 @@ class ReplicaDecisions:
         """The run's env steps as this replica knows them (its own when alone)."""
         if not self.ctx.distributed:
             return own_steps
-        if isinstance(self.sync, GossipSync):
-            return self.sync.global_steps(own_steps)
         if self.sync is None:
             return self.joint_steps
-        return self.joint_steps + self.ctx.world_size * (own_steps - self._own_at_joint)
+        return self.sync.run_steps(
+            own_steps, self.joint_steps, self._own_at_joint, self.ctx.world_size
+        )
 
     def decide(
         self, own_steps: int, stop_asked: bool, targets_reached: bool, checkpoint_due: bool
@@ -59,8 +59,8 @@ class ReplicaDecisions:
         """(stop, save a checkpoint now), called once per round of the training loop."""
         if not self.ctx.distributed:
             return own_steps >= self.budget or stop_asked or targets_reached, checkpoint_due
-        if isinstance(self.sync, GossipSync):
-            stop = self.sync.global_steps(own_steps) >= self.budget or stop_asked
+        if self.sync is not None and not self.sync.joint:  # each replica decides alone
+            stop = self.run_steps(own_steps) >= self.budget or stop_asked
             return stop or targets_reached, checkpoint_due  # due: rank 0 only
         if not self._meet:
             return False, False
@@ -69,7 +69,7 @@ class ReplicaDecisions:
             [own_steps, stop_asked, targets_reached, checkpoint_due]
         )
         self.joint_steps, self._own_at_joint = int(steps), own_steps
-        if isinstance(self.sync, PeriodicSync):
+        if self.sync is not None:
             self.sync.plan(steps, self.budget)
         stop = steps >= self.budget or stops > 0 or reached >= self.ctx.world_size
         return stop, save > 0
