@@ -24,8 +24,9 @@
 Each run also prints the step's anatomy (``benchmarks/step_anatomy.py``): its FLOPs, the
 **arithmetic floor** — every matmul the step makes timed alone on its shapes, summed — and the
 step's time over it, the aten ops per step, and on a GPU the kernel launches, kernels and the
-device's busy share. ``benchmarks/commits_side_by_side.py`` runs this benchmark at two commits,
-alternating, for speed-ups against an older commit.
+device's busy share. The side-by-side flags (``--gradients``, ``--fused``, ``--stacked``, ...)
+run in ``benchmarks/learner_compare.py``; ``benchmarks/commits_side_by_side.py`` runs this
+benchmark at two commits, alternating, for speed-ups against an older commit.
 
 Each task gets one block of ``num_envs`` columns × ``unroll_length`` steps per update (the
 smallest batch a run's learner takes when every task's actor delivers one unroll), filled
@@ -66,9 +67,7 @@ from step_anatomy import anatomy as step_anatomy
 from step_anatomy import profiled, sync
 
 from mtrl.algorithms import make_learner
-from mtrl.algorithms.sac import graphed, stacked_step
 from mtrl.config import load_config
-from mtrl.learner import optim, stacked
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.device import resolve_device
 from mtrl.learner.distributed import DistContext
@@ -290,6 +289,12 @@ def anatomy_line(a: dict[str, Any]) -> str:
     return line
 
 
+def copies_suffix(task_copies: int) -> str:
+    """The result name's mark of ``--task-copies`` (so a copied suite never overwrites the
+    config's own figure)."""
+    return f"_x{task_copies}" if task_copies > 1 else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config", type=Path, nargs="?", default=ROOT / "configs" / "quickstart.yaml")
@@ -346,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         "side by side in 3 interleaved rounds",
     )
     args = ap.parse_args(argv)
+    # The side-by-side comparisons (learner_compare.py) run this module's measure().
+    from learner_compare import SETTINGS, SWITCHES, compare_gradients, compare_switch
+
     if args.gradients:
         return compare_gradients(args.config, args.updates, args.device, args.gradients, args)
     for name in (*SWITCHES, *SETTINGS):
@@ -386,118 +394,6 @@ def main(argv: list[str] | None = None) -> int:
     path = write_result(
         f"learner_update_{args.config.stem}{copies_suffix(args.task_copies)}", result, args.out_dir
     )
-    print(f"wrote {path}")
-    return 0
-
-
-def compare_gradients(
-    config: Path, updates: int, device: str | None, names: str, args: argparse.Namespace
-) -> int:
-    """Each gradient combination's ms per update, in interleaved rounds (the median of 3),
-    and its ratio to the first's."""
-    kinds = [k.strip() for k in names.split(",") if k.strip()]
-    runs: dict[str, list[float]] = {k: [] for k in kinds}
-    for _ in range(3):
-        for kind in kinds:
-            runs[kind].append(measure(config, updates, device, gradients=kind)["ms_per_update"])
-    median = {k: float(np.median(v)) for k, v in runs.items()}
-    base = median[kinds[0]]
-    for kind in kinds:
-        print(
-            f"{kind:>8}: {median[kind]:.1f} ms per update (rounds "
-            f"{', '.join(f'{x:.1f}' for x in runs[kind])}), {median[kind] / base:.2f}x {kinds[0]}"
-        )
-    result = {
-        "benchmark": "learner_update_gradients",
-        "machine": machine(),
-        "config": str(config),
-        "updates": updates,
-        "ms_per_update": runs,
-        "median_ms": median,
-        "ratio_to_first": {k: median[k] / base for k in kinds},
-    }
-    path = write_result(f"learner_update_gradients_{config.stem}", result, args.out_dir)
-    print(f"wrote {path}")
-    return 0
-
-
-def copies_suffix(task_copies: int) -> str:
-    """The result name's mark of ``--task-copies`` (so a copied suite never overwrites the
-    config's own figure)."""
-    return f"_x{task_copies}" if task_copies > 1 else ""
-
-
-SWITCHES = {  # --NAME: the module flag it turns off, and what the off arm is called
-    "fused": (optim, "FUSED_ADAM", "unfused"),
-    "stacked": (stacked, "STACKED", "per-task"),
-    "stacked_step": (stacked_step, "ENABLED", "per-task-step"),
-    "graphed": (graphed, "GRAPHED", "eager"),
-}
-
-SETTINGS = {  # --NAME: the learner.sac field it sets true in one arm, false in the other
-    "device_draw": ("draw_on_device", "host-draw"),
-}
-
-
-def compare_switch(
-    name: str, config: Path, updates: int, device: str | None, args: argparse.Namespace
-) -> int:
-    """ms per update (and per gradient step, for a replay rule) with a switch of
-    :data:`SWITCHES` (a module flag) or :data:`SETTINGS` (a ``learner.sac`` field) on and off,
-    in interleaved rounds (the median of 3)."""
-    if name in SETTINGS:
-        field, off = SETTINGS[name]
-        module, flag = None, ""
-    else:
-        module, flag, off = SWITCHES[name]
-        field = ""
-    arms = {name: True, off: False}
-    default = getattr(module, flag) if module is not None else None
-    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
-    try:
-        for round_ in range(3):
-            for arm, on in arms.items():
-                if module is not None:
-                    setattr(module, flag, on)
-                first = round_ == 0  # each arm's anatomy once
-                run = measure(
-                    config,
-                    updates,
-                    device,
-                    task_copies=args.task_copies,
-                    anatomy=first,
-                    box_spaces=args.box_spaces,
-                    sac_settings={field: on} if field else None,
-                )
-                runs[arm].append(run)
-                unit = "ms_per_gradient_step" if "ms_per_gradient_step" in run else "ms_per_update"
-                # each reading as it comes: a time-boxed run cut short still leaves some
-                print(f"round {round_ + 1}, {arm}: {run[unit]:.2f} {unit.replace('_', ' ')}")
-                if first:
-                    print(anatomy_line(run["anatomy"]))
-    finally:
-        if module is not None:
-            setattr(module, flag, default)
-    ms = {arm: [r[unit] for r in rs] for arm, rs in runs.items()}
-    median = {arm: float(np.median(v)) for arm, v in ms.items()}
-    for arm, values in ms.items():
-        rounds = ", ".join(f"{x:.2f}" for x in values)
-        print(f"{arm:>9}: {median[arm]:.2f} {unit.replace('_', ' ')} (rounds {rounds})")
-    print(f"{off} / {name}: {median[off] / median[name]:.2f}x")
-    result = {
-        "benchmark": f"learner_update_{name}",
-        "machine": machine(),
-        "config": str(config),
-        "device": str(resolve_device(device or load_config(config).learner.device)),
-        "updates": updates,
-        "unit": unit,
-        unit: ms,
-        "median_ms": median,
-        "anatomy": {arm: rs[0]["anatomy"] for arm, rs in runs.items()},
-        f"{off}_over_{name}".replace("-", "_"): median[off] / median[name],
-    }
-    suffix = copies_suffix(args.task_copies)
-    path = write_result(f"learner_update_{name}_{config.stem}{suffix}", result, args.out_dir)
     print(f"wrote {path}")
     return 0
 
