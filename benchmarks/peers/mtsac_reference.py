@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import machine, write_result  # noqa: E402
 from learner_update import measure  # noqa: E402
 
+from mtrl.algorithms.sac.settings import SacSettings  # noqa: E402
 from mtrl.config.loading import load_config  # noqa: E402
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # CleanRL's SAC
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(args.config)
     obs, act = (int(x) for x in args.box_spaces.split(":"))
     hidden = [cfg.learner.model.encoder_dim, *cfg.learner.model.torso]
-    sac = cfg.learner.settings("sac", _sac_settings())
+    sac = cfg.learner.settings("sac", SacSettings)
     ref = Reference(obs, act, len(cfg.tasks), hidden, sac.batch_size, 10_000)
     with FlopCounterMode(display=False) as counter:
         ref.step()
@@ -223,12 +224,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"wrote {write_result(f'mtsac_reference_{args.config.stem}', payload, args.out_dir)}")
     return 0
-
-
-def _sac_settings() -> type:
-    from mtrl.algorithms.sac.settings import SacSettings
-
-    return SacSettings
 
 
 if __name__ == "__main__":
