@@ -169,7 +169,8 @@ def measure(
     ``"OBS:ACT"``: every task gets a float ``Box(OBS)`` observation and ``Box(ACT)`` action in
     ``[-1, 1]`` instead of its env's, so a suite's shapes run where its envs are not installed:
     ``39:4`` is Meta-World's; ``sac_settings``: ``learner.sac`` fields to set)."""
-    cfg = load_config(config)
+    plugins = get_plugins()
+    cfg = load_config(config, **plugins.config_context())  # with the rules' model defaults
     for field, value in (sac_settings or {}).items():
         setattr(cfg.learner.sac, field, value)
     if task_copies > 1:  # a suite of many same-shaped tasks (MT10's shape) from any config
@@ -183,7 +184,6 @@ def measure(
     if gradients is not None:
         cfg.learner.multitask.gradients = gradients  # type: ignore[assignment]
     device = resolve_device(cfg.learner.device)
-    plugins = get_plugins()
     spaces = []
     for t in cfg.tasks:
         if box_spaces is not None:

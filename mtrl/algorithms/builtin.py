@@ -10,6 +10,7 @@ from mtrl.algorithms.sac import SacSettings, make_sac_learner
 from mtrl.algorithms.sac import memory as sac_memory
 from mtrl.algorithms.sac.checks import check_config as sac_checks
 from mtrl.algorithms.sac.networks import install_policy_heads
+from mtrl.algorithms.sac.settings import SAC_MODEL_DEFAULTS
 from mtrl.learner.parallel import make_impala_learner
 from mtrl.plugins.algorithm_registrar import (
     PARALLEL_MODES,
@@ -54,6 +55,7 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         replay_bytes=sac_memory.replay_bytes,
         replay_key="replay_capacity",
         checks=sac_checks,
+        model_defaults=SAC_MODEL_DEFAULTS,
         description="multi-task soft actor-critic, per-task replay and temperature (off-policy)",
     )
 

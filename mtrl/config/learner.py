@@ -87,6 +87,10 @@ class ModelConfig(ConfigModel):
 
     encoder_dim: PositiveInt = 256
     """Width of every task encoder's output (the torso's input)."""
+    encoder_layers: PositiveInt = 2
+    """Hidden layers, each ``encoder_dim`` wide, of the MLP that encodes a flat vector
+    observation (images, text and nested spaces have their own encoders). With ``torso`` it sets
+    the depth a vector task's input goes through before its head."""
     torso: list[PositiveInt] = Field(default_factory=lambda: [256, 256])
     """Hidden layer widths of the shared torso."""
     activation: Literal["relu", "tanh", "gelu"] = "relu"
@@ -277,6 +281,9 @@ class LearnerConfig(ConfigModel):
     """Global gradient-norm clip."""
     popart: PopArtConfig = Field(default_factory=PopArtConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
+    """The network's shape. A learning rule may bring its own defaults for the keys a config
+    leaves out (``mtrl plugins`` and docs/ALGORITHMS.md say which); the run directory's
+    ``config.yaml`` holds the values used."""
     device: str = "auto"
     """``auto`` (cuda when each learner replica of the node gets a GPU of its own, else cpu),
     ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``.
@@ -331,6 +338,23 @@ class LearnerConfig(ConfigModel):
     def checkpoint_replay(self) -> bool:
         """Whether checkpoints keep a replay-based rule's replay (``checkpoint.replay``)."""
         return self._checkpoint_replay
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rule_model_defaults(cls, data: Any, info: ValidationInfo) -> Any:
+        """The chosen rule's own ``learner.model`` defaults (context key
+        ``algorithm_model_defaults``: a rule's registration may bring them) under the keys the
+        config leaves out, so the resolved config, the learner and the actors' copies of the
+        policy all hold the same shapes; keys the config sets win."""
+        own = (info.context or {}).get("algorithm_model_defaults") or {}
+        if not own or not isinstance(data, dict):
+            return data
+        rule = data.get("algorithm", cls.model_fields["algorithm"].default)
+        defaults = own.get(rule) if isinstance(rule, str) else None
+        model = data.get("model", {})
+        if not defaults or not isinstance(model, dict):
+            return data
+        return {**data, "model": {**defaults, **model}}
 
     @model_validator(mode="after")
     def _rule_sections(self, info: ValidationInfo) -> LearnerConfig:

@@ -9,7 +9,7 @@ actors ship raw (small) dtypes. Layers use orthogonal init with gain √2 and ze
 ==============================  ===========================================================
 space                           encoder
 ==============================  ===========================================================
-Box, 1 dim (or other ranks)     flatten → MLP with two hidden layers of ``encoder_dim``
+Box, 1 dim (or other ranks)     flatten → MLP of ``encoder_layers`` × ``encoder_dim`` units
 Box, 3 dims ``(C, H, W)``       scale integer frames by the space's ``high``; Nature-DQN CNN
                                 (Mnih et al. 2015) if H, W ≥ 36, else one 3x3 conv with 16
                                 channels (MinAtar, Young & Tian 2019); Linear → encoder_dim.
@@ -161,12 +161,12 @@ class _Leaf(nn.Module):
 
 
 class _Features(_Leaf):
-    """Flatten (optionally one-hot / scale) then an MLP with two hidden layers."""
+    """Flatten (optionally one-hot / scale) then an MLP of ``encoder_layers`` hidden layers."""
 
     def __init__(self, obs_shape, what, in_dim: int, cfg: ModelConfig, prep=None) -> None:
         super().__init__(obs_shape, what)
         self.prep = prep
-        self.mlp = make_mlp(in_dim, [cfg.encoder_dim, cfg.encoder_dim], cfg.activation)
+        self.mlp = make_mlp(in_dim, [cfg.encoder_dim] * cfg.encoder_layers, cfg.activation)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(self._prepare(x))
@@ -194,7 +194,8 @@ def takes_extra_input(space: gym.Space) -> bool:
 
 class VectorWithExtra(nn.Module):
     """A flat ``Box`` observation and extra float columns through one MLP (the vector
-    encoder's two hidden layers): ``[*B, *obs]``, ``[*B, extra]`` → ``[*B, encoder_dim]``.
+    encoder's ``encoder_layers`` hidden layers): ``[*B, *obs]``, ``[*B, extra]`` →
+    ``[*B, encoder_dim]``.
 
     SAC's critic reads ``[obs, action]`` this way, so the action meets the state in the first
     layer. The observation is scaled and flattened exactly as :func:`make_encoder` does it.
@@ -207,7 +208,7 @@ class VectorWithExtra(nn.Module):
         self.obs_shape = tuple(int(d) for d in space.shape)
         self.scale = _Scale(space, flatten=True)
         size = int(np.prod(self.obs_shape))
-        self.mlp = make_mlp(size + extra, [cfg.encoder_dim, cfg.encoder_dim], cfg.activation)
+        self.mlp = make_mlp(size + extra, [cfg.encoder_dim] * cfg.encoder_layers, cfg.activation)
 
     def forward(self, obs: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         batch = obs.shape[: obs.ndim - len(self.obs_shape)]

@@ -6,21 +6,24 @@ What a learning rule is (the :class:`mtrl.learner.protocol.Learner` protocol) is
 A rule is one unit (:class:`AlgorithmSpec`): besides its factory it may bring its settings as a
 pydantic model (``settings=``: the config's ``learner.<name>:`` section is validated with it and
 the factory gets the validated section as its seventh argument), its own config checks
-(``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate) and
-what it changes in a model to act (``prepare_model=``). The registry hands the models and
-checks to config validation (:meth:`AlgorithmRegistry.settings_models`,
-:meth:`AlgorithmRegistry.config_checks`), so the config layer never imports this one, and the
+(``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate),
+what it changes in a model to act (``prepare_model=``) and its own defaults for the model's
+shape (``model_defaults=``: ``learner.model`` keys a config leaves out). The registry hands
+the models, checks and model defaults to config validation
+(:meth:`AlgorithmRegistry.settings_models`, :meth:`AlgorithmRegistry.config_checks`,
+:meth:`AlgorithmRegistry.model_defaults`), so the config layer never imports this one, and the
 host asks the spec, never a rule's name, what the rule needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from mtrl.config import ModelConfig
 from mtrl.errors import UserError
 from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 
@@ -58,6 +61,9 @@ class AlgorithmSpec:
     ``replay_bytes``: the size of one task's replay (None: the rule keeps none), and
     ``replay_key``: the settings field that scales it, which a memory refusal names
     (``learner.<name>.<replay_key>``). ``checks``: the rule's own config checks.
+    ``model_defaults``: the rule's own values for ``learner.model`` keys a config leaves out
+    (a rule whose networks want another shape than the actor-critic's default), filled in when
+    the config is validated, so every part of the run builds the same model.
     """
 
     name: str
@@ -70,6 +76,7 @@ class AlgorithmSpec:
     replay_bytes: ReplayBytes | None = None
     replay_key: str | None = None
     checks: ConfigCheck | None = None
+    model_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def has_replay(self) -> bool:
@@ -111,6 +118,11 @@ class AlgorithmRegistry(NamedRegistry[AlgorithmSpec]):
         the chosen rule's)."""
         return {spec.name: spec.checks for spec in self if spec.checks is not None}
 
+    def model_defaults(self) -> dict[str, dict[str, Any]]:
+        """Name -> its own ``learner.model`` defaults, for the rules that bring some (config
+        validation fills them into a config that chooses the rule and leaves them out)."""
+        return {spec.name: dict(spec.model_defaults) for spec in self if spec.model_defaults}
+
 
 class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
     """Collects one plugin's learning rules; malformed registrations become ``problems``."""
@@ -134,11 +146,14 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         replay_bytes: ReplayBytes | None = None,
         replay_key: str | None = None,
         checks: ConfigCheck | None = None,
+        model_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         """Register one learning rule (see
         :func:`mtrl.plugins.hookspecs.mtrl_register_algorithms`)."""
         modes = frozenset(parallel) if not isinstance(parallel, str) else frozenset([parallel])
-        problem = _problem(modes, prepare_model, settings, replay_bytes, replay_key, checks)
+        problem = _problem(
+            modes, prepare_model, settings, replay_bytes, replay_key, checks
+        ) or _model_defaults_problem(model_defaults)
         if problem:
             self.problems.append(f"{self.noun} {name!r}: {problem}")
             return
@@ -154,6 +169,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
                 replay_bytes=replay_bytes,
                 replay_key=replay_key,
                 checks=checks,
+                model_defaults=dict(model_defaults or {}),
             )
 
     __call__ = algorithm
@@ -191,4 +207,27 @@ def _problem(
             )
     elif replay_key is not None:
         return "replay_key is given without replay_bytes"
+    return None
+
+
+def _model_defaults_problem(defaults: Any) -> str | None:
+    """What is wrong with a registration's ``model_defaults`` (None: nothing): a mapping of
+    ``learner.model`` keys to values that section accepts."""
+    if defaults is None:
+        return None
+    if not isinstance(defaults, Mapping):
+        kind = type(defaults).__name__
+        return f"model_defaults must be a mapping of learner.model keys, got {kind}"
+    unknown = sorted(str(k) for k in defaults if k not in ModelConfig.model_fields)
+    if unknown:
+        return (
+            f"model_defaults names no learner.model key: {', '.join(unknown)} (keys: "
+            f"{', '.join(ModelConfig.model_fields)})"
+        )
+    try:
+        ModelConfig.model_validate(dict(defaults))
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"model_defaults: learner.model.{where}: {first['msg']}"
     return None

@@ -120,8 +120,8 @@ class Plugins:
         """What config parsing checks names against (``load_config(path, **this)``): the env
         ids, scheduler policies, trackers (with their settings models, for ``tracking.<name>:``
         sections) and learning rules (with their parallel modes, settings models for
-        ``learner.<name>:`` sections and own config checks) the loaded plugins offer, and the
-        note an unknown env id gets."""
+        ``learner.<name>:`` sections, own config checks and own model defaults) the loaded
+        plugins offer, and the note an unknown env id gets."""
         return {
             "env_ids": self.envs.ids(),
             "scheduler_policies": self.schedulers.names(),
@@ -130,6 +130,7 @@ class Plugins:
             "algorithms": self.algorithms.parallel_support(),
             "algorithm_settings": self.algorithms.settings_models(),
             "algorithm_checks": self.algorithms.config_checks(),
+            "algorithm_model_defaults": self.algorithms.model_defaults(),
             "env_note": self.unknown_env_note,
         }
 

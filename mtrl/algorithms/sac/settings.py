@@ -77,3 +77,11 @@ class SacSettings(ConfigModel):
     memory (it takes as many bytes as the host replay). True: wherever the tasks take the
     stacked step with uniform replay on one process (a CPU too); False: never. The rows come
     from the device's random generator, the same distribution as the host's draw."""
+
+
+SAC_MODEL_DEFAULTS: dict[str, object] = {"encoder_layers": 1, "torso": [256]}
+"""SAC's own ``learner.model`` defaults (a config's own keys win): a vector task's input goes
+through its encoder's one 256-wide layer and the shared torso's one, so one task's actor and
+critics have the two 256-wide hidden layers of Stable-Baselines3's and CleanRL's SAC (the
+actor-critic default, two encoder layers and a two-layer torso, costs SAC about three times
+the arithmetic per gradient step: docs/ALGORITHMS.md)."""
