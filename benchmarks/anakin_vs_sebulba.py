@@ -40,10 +40,10 @@ from _common import machine, write_result
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.serial_pool import SerialPool
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.anakin import AnakinRunner, anakin_train_step
 from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import task_batch
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import make_env
 from mtrl.plugins.builtin.tensor_envs import env_class

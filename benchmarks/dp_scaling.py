@@ -28,10 +28,10 @@ from gymnasium import spaces
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_result
 
+from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.config import LearnerConfig
 from mtrl.learner.distributed import DistContext, all_reduce_gradients
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.parallel import make_impala_learner
 from mtrl.learner.synthetic import random_task_batch
 
 SPACES = [

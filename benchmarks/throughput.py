@@ -40,11 +40,11 @@ from _timed_trainer import TimedTrainer
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.serial_pool import SerialPool
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import parse_config
 from mtrl.learner.batch import task_batch
 from mtrl.learner.device import resolve_device
 from mtrl.learner.distributions import env_actions
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 from mtrl.plugins.spaces import random_actions

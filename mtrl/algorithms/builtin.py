@@ -5,13 +5,13 @@ rule's name, what a rule needs."""
 from __future__ import annotations
 
 from mtrl.algorithms import impala_replay
+from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.algorithms.impala_replay import ImpalaReplaySettings, make_impala_replay_learner
 from mtrl.algorithms.sac import SacSettings, make_sac_learner
 from mtrl.algorithms.sac import memory as sac_memory
 from mtrl.algorithms.sac.checks import check_config as sac_checks
 from mtrl.algorithms.sac.networks import install_policy_heads
 from mtrl.algorithms.sac.settings import SAC_MODEL_DEFAULTS
-from mtrl.learner.parallel import make_impala_learner
 from mtrl.plugins.algorithm_registrar import (
     PARALLEL_MODES,
     AlgorithmRegistrar,
@@ -26,7 +26,7 @@ PLUGIN = "algorithms"
 @hookimpl
 def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
     """Offer ``impala``: actor-critic with V-trace off-policy correction and per-task PopArt
-    (:mod:`mtrl.learner.impala`), in every parallel mode; ``impala_replay``: the same with
+    (:mod:`mtrl.algorithms.impala`), in every parallel mode; ``impala_replay``: the same with
     replayed unrolls mixed into every batch (:mod:`mtrl.algorithms.impala_replay`), in every
     parallel mode too; and ``sac``: multi-task soft actor-critic over a per-task replay
     (:mod:`mtrl.algorithms.sac`), on one process or data-parallel replicas."""

@@ -5,7 +5,8 @@ Vocabulary:
 * :class:`AnakinRunner` — one task's :class:`~mtrl.plugins.builtin.tensor_envs.base.
   TensorBatchEnv` and its rollout; ``collect(model, version) -> TaskBatch`` on the device,
   ``env_steps``, ``episodes.drain()``. The same shape as the Sebulba runners, so a trainer can
-  hold both kinds and feed their batches to one :class:`~mtrl.learner.impala.ImpalaLearner` update.
+  hold both kinds and feed their batches to one
+  :class:`~mtrl.algorithms.impala.learner.ImpalaLearner` update.
 * :func:`anakin_train_step` — collect from every Anakin runner, then one learner update.
 * :class:`DeviceEpisodeTracker` — episode returns and lengths kept on the device.
 

@@ -59,7 +59,7 @@ def param_groups(
     per other scale (ascending) of the parameters only its tasks use
     (``model.task_parameters(k)``). Groups with no parameters here (a task-sharded replica
     whose tasks at that scale live on other ranks) are left out: the ranks' optimiser states
-    merge by ``lr_scale`` (:func:`mtrl.learner.sharding.merge_optimizer_states`).
+    merge by ``lr_scale`` (:func:`mtrl.algorithms.impala.sharding.merge_optimizer_states`).
     """
     params = list(model.parameters())
     scales = [float(s) for s in lr_scales or ()]

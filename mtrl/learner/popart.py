@@ -225,7 +225,7 @@ def slow_shrink(
     fresh: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A scale that follows σ up at once and down slowly: each task's value loss is measured
-    in it (:class:`mtrl.learner.impala.ImpalaLearner`).
+    in it (:class:`mtrl.algorithms.impala.learner.ImpalaLearner`).
 
     Returns ``max(sigma_new, (1 − max_shrink) · scale_old)`` for tasks ``seen`` in the batch,
     ``scale_old`` for the others, and ``sigma_new`` outright where ``fresh`` (statistics just

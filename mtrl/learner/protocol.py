@@ -1,8 +1,9 @@
 """What a learning rule is to the rest of mtrl: the :class:`Learner` protocol.
 
 The trainer, the Anakin loop, checkpoints and the final evaluation talk to a learner through
-these members only, so a rule (IMPALA's V-trace, :class:`mtrl.learner.impala.ImpalaLearner`;
-a replay-based one; a plugin's) can take its place. Rules are chosen by
+these members only, so a rule (IMPALA's V-trace,
+:class:`mtrl.algorithms.impala.learner.ImpalaLearner`; a replay-based one; a plugin's) can take
+its place. Rules are chosen by
 ``learner.algorithm`` through the registry the ``mtrl_register_algorithms`` hook fills
 (:mod:`mtrl.plugins.algorithm_registrar`).
 

@@ -30,7 +30,7 @@ from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 #: The ways a learner can be spread over torchrun replicas (``learner.parallel``): plain data
 #: parallel (``data_parallel > 1``), the two model-parallel modes, and ``loose_sync``: replicas
 #: that update alone between synchronisations (``sync: local_sgd | diloco | async``; the
-#: learner then implements :class:`mtrl.learner.replica_state.Reconcilable`).
+#: learner then implements :class:`mtrl.sync.replica_state.Reconcilable`).
 PARALLEL_MODES = ("data_parallel", "task_sharded", "fsdp", "loose_sync")
 
 ReplayBytes = Callable[[Any, Any, Any, Any], int]

@@ -1,13 +1,13 @@
 """``diagnostics.png`` of ``mtrl report``: the learner's per-task diagnostics on one page.
 
 One panel per figure the learner logs as ``learner/<task>/<figure>`` (defined in
-``mtrl.learner.diagnostics``) plus PopArt μ; only panels for which some run has data. Each panel
-overlays every task, one colour per task, one line style per run when several are compared, so
-a task whose policy collapses, whose importance ratios run away or whose value stops explaining
-its returns stands out against the others. Each task's curve runs over its own env steps when
-the run logged them (as in the report's other per-task figures), so tasks are compared at the
-same amount of their own experience. Each panel's title names its unit; docs/REPORT.md says
-what each shows and what healthy and worrying curves look like (a test keeps the two in step).
+``mtrl.algorithms.impala.diagnostics``) plus PopArt μ; only panels for which some run has data. Each
+panel overlays every task, one colour per task, one line style per run when several are compared, so
+a task whose policy collapses, whose importance ratios run away or whose value stops explaining its
+returns stands out against the others. Each task's curve runs over its own env steps when the run
+logged them (as in the report's other per-task figures), so tasks are compared at the same amount of
+their own experience. Each panel's title names its unit; docs/REPORT.md says what each shows and
+what healthy and worrying curves look like (a test keeps the two in step).
 """
 
 from __future__ import annotations

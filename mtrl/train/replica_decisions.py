@@ -7,21 +7,21 @@ one small all-reduce. When they meet depends on ``learner.parallel.sync``:
 
 - ``allreduce``: after every update (the update's own all-reduces keep them in step);
 - ``local_sgd`` / ``diloco``: right after each sync, the only point the replicas share
-  (:class:`~mtrl.learner.loose_sync.PeriodicSync` shortens the last periods so the run ends
+  (:class:`~mtrl.sync.loose_sync.PeriodicSync` shortens the last periods so the run ends
   near its budget); between two, each replica counts the others as fast as itself;
 - ``async``: never while training. Each replica stops alone once its estimate of the run's
   steps (its own and each peer's newest count, carried by the gossip) reaches the budget;
   rank 0 checkpoints alone; they meet once at the end
-  (:meth:`~mtrl.learner.gossip.GossipSync.finish`).
+  (:meth:`~mtrl.sync.gossip.GossipSync.finish`).
 
-Each mode says which of these it is through :class:`~mtrl.learner.replica_sync.ReplicaSync`
+Each mode says which of these it is through :class:`~mtrl.sync.replica_sync.ReplicaSync`
 (``joint``, ``run_steps``, ``plan``): nothing here names a mode.
 """
 
 from __future__ import annotations
 
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.replica_sync import ReplicaSync
+from mtrl.sync.replica_sync import ReplicaSync
 
 __all__ = ["ReplicaDecisions"]
 

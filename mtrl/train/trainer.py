@@ -30,11 +30,11 @@ from mtrl.anakin import AnakinRunner
 from mtrl.config import ExperimentConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.loose_sync import make_loose_sync
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
 from mtrl.plugins.external import sim_logs
 from mtrl.scheduler import Rebalancer
+from mtrl.sync.loose_sync import make_loose_sync
 from mtrl.tracking.factory import make_sinks, tracker_factories
 from mtrl.tracking.run_dir import create_run_dir
 from mtrl.train import env_failures, run_state

@@ -27,13 +27,13 @@ from yaml import safe_dump as yaml_dump
 import mtrl
 from mtrl.algorithms import make_learner
 from mtrl.algorithms.builtin import builtin_algorithms
+from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.algorithms.sac import SacSettings
 from mtrl.config import ExperimentConfig, LearnerConfig, TaskConfig, config_schema, parse_config
 from mtrl.config.learner import BUILTIN_ALGORITHMS
 from mtrl.errors import ConfigError
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.parallel import make_impala_learner
 from mtrl.plugins import Plugins, hookimpl, load_plugins
 from mtrl.train import preflight
 
@@ -312,7 +312,7 @@ class Steady(BaseModel):
 
 
 def make(model, cfg, task_names, ctx, device, lr_scales, settings):
-    from mtrl.learner.parallel import make_impala_learner
+    from mtrl.algorithms.impala.parallel import make_impala_learner
 
     return make_impala_learner(model, cfg, task_names, ctx, device, lr_scales)
 

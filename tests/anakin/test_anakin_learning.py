@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.anakin import AnakinRunner, train_anakin
 from mtrl.config.learner import LearnerConfig, ModelConfig
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins, make_env
 

@@ -10,10 +10,10 @@ from mtrl.actors.core_states import CoreStates
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
 from mtrl.actors.unroll import UnrollBuffer
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.anakin import AnakinRunner, train_anakin
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import task_batch
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import make_env
 

@@ -13,12 +13,12 @@ import torch
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import SerialActor
 from mtrl.actors.unroll import UnrollBuffer, obs_row
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.anakin import AnakinRunner, DeviceEpisodeTracker, anakin_train_step
 from mtrl.anakin.actions import DeviceActionMap
 from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributions import env_actions_tensor
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import make_env
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import torch
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import parse_config
 from mtrl.config.learner import LearnerConfig, ModelConfig
 from mtrl.learner.batch import TaskBatch, task_batch
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.train.progress import TrainResult
 from mtrl.train.trainer import Trainer

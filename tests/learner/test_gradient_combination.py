@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 from scipy import optimize
-from test_learner import SPACES, _batch
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig, parse_config
 from mtrl.errors import ConfigError
 from mtrl.learner.gradient_combination import cagrad, cagrad_weights, combine, pcgrad
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel
 from mtrl.train.trainer import Trainer
+from tests.two_task_batches import SPACES, two_task_batch
 
 
 def test_pcgrad_projects_two_conflicting_gradients_onto_each_others_normal_plane() -> None:
@@ -175,7 +175,8 @@ def _grads(learner: ImpalaLearner) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("how", ["pcgrad", "cagrad"])
 def test_the_learner_combines_the_tasks_own_torso_gradients(how: str) -> None:
-    batches = [_batch(0, 1.0, 10), _batch(1, 30.0, 110)]  # their torso gradients conflict
+    # Their torso gradients conflict.
+    batches = [two_task_batch(0, 1.0, 10), two_task_batch(1, 30.0, 110)]
     total = sum(b.num_samples for b in batches)
     plain = _learner("sum", [0, 1])
     plain.update(batches)
@@ -209,7 +210,7 @@ def test_the_learner_combines_the_tasks_own_torso_gradients(how: str) -> None:
 
 def test_the_learner_reports_torso_shares_from_the_per_task_gradients() -> None:
     learner = _learner("pcgrad", [0, 1])
-    metrics = learner.update([_batch(0, 1.0, 10), _batch(1, 30.0, 11)])
+    metrics = learner.update([two_task_batch(0, 1.0, 10), two_task_batch(1, 30.0, 11)])
     shares = [metrics[f"learner/t{k}/torso_grad_share"] for k in (0, 1)]
     assert sum(shares) == pytest.approx(1.0) and min(shares) > 0
 

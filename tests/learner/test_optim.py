@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
+from mtrl.algorithms.impala.sharding import merge_optimizer_states, select_optimizer_state
 from mtrl.config import LearnerConfig, parse_config
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.optim import adam_step, clear_grads, param_groups
-from mtrl.learner.sharding import merge_optimizer_states, select_optimizer_state
 from mtrl.learner.synthetic import random_task_batch
 from mtrl.train.trainer import Trainer
 

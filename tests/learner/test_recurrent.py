@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig, ModelConfig
 from mtrl.config.core import CoreConfig
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.recurrent import RecurrentCore, reset_state, sequence_resets
 from mtrl.learner.synthetic import random_task_batch

@@ -13,12 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_learner import SPACES, _batch
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig, parse_config
 from mtrl.config.multitask import TorsoMixtureConfig
 from mtrl.errors import ConfigError
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel
 from mtrl.learner.torsos import (
     MixtureTorso,
@@ -27,6 +26,7 @@ from mtrl.learner.torsos import (
     orthonormal_columns,
 )
 from mtrl.train.trainer import Trainer
+from tests.two_task_batches import SPACES, two_task_batch
 
 
 def test_orthonormal_columns_are_orthonormal_and_span_the_same_space() -> None:
@@ -130,7 +130,7 @@ def _learner(kind: str, gradients: str = "sum") -> ImpalaLearner:
 def test_the_learner_trains_a_conditioned_torso_and_resumes_it(kind: str, gradients: str) -> None:
     learner = _learner(kind, gradients)
     before = {k: v.clone() for k, v in learner.model.state_dict().items()}
-    batches = [_batch(0, 1.0, 10), _batch(1, 30.0, 110)]
+    batches = [two_task_batch(0, 1.0, 10), two_task_batch(1, 30.0, 110)]
     for _ in range(3):
         metrics = learner.update(batches)
     assert np.isfinite(metrics["losses/total"])

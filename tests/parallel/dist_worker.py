@@ -26,8 +26,8 @@ from parallel_scenarios import (
     task_shard,
 )
 
+from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.parallel import make_impala_learner
 
 
 def _local_numel(p: torch.Tensor) -> int:

@@ -18,9 +18,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.synthetic import random_task_batch, split_columns
 

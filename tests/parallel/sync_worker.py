@@ -19,14 +19,14 @@ import torch
 import torch.distributed as dist
 from parallel_scenarios import CFG, NAMES, SPACES, UNROLL, WORLD
 
+from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.gossip import GossipSync
-from mtrl.learner.loose_sync import PeriodicSync
 from mtrl.learner.model import MultiTaskModel
-from mtrl.learner.parallel import make_impala_learner
 from mtrl.learner.synthetic import random_task_batch, split_columns
+from mtrl.sync.gossip import GossipSync
+from mtrl.sync.loose_sync import PeriodicSync
 
 REWARD_SCALES = [1.0, 100.0, 0.1, 10.0]
 

@@ -7,6 +7,9 @@ import pytest
 import torch
 from parallel_scenarios import NAMES, SPACES, all_batches, build_model, learner_config
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
+from mtrl.algorithms.impala.parallel import make_impala_learner
+from mtrl.algorithms.impala.sharding import RemoteTask, assign_tasks, shard_tasks
 from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
 from mtrl.learner import device as device_mod
@@ -18,9 +21,6 @@ from mtrl.learner.device import (
     xla_unavailable_reason,
 )
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.impala import ImpalaLearner
-from mtrl.learner.parallel import make_impala_learner
-from mtrl.learner.sharding import RemoteTask, assign_tasks, shard_tasks
 
 
 def test_cpu_and_auto_resolve_here() -> None:

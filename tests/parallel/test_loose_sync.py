@@ -19,7 +19,7 @@ import torch
 from parallel_scenarios import WORLD
 from torchrun_launch import finish, torchrun
 
-from mtrl.learner.replica_state import outer_step
+from mtrl.sync.replica_state import outer_step
 
 WORKER = Path(__file__).with_name("sync_worker.py")
 SCENARIOS = ["equivalence", "local_sgd", "diloco", "resume", "gossip"]

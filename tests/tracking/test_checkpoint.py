@@ -15,6 +15,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.checkpoint import (
     CheckpointWarning,
     UnsafeCheckpointError,
@@ -28,7 +29,6 @@ from mtrl.checkpoint import (
 )
 from mtrl.config import LearnerConfig, ModelConfig
 from mtrl.errors import CheckpointError, UserError
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
 WRITER = Path(__file__).with_name("ckpt_writer.py")

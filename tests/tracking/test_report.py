@@ -174,10 +174,11 @@ def test_diagnostics_page_has_panels_only_for_present_figures(tmp_path: Path) ->
 
 
 def test_every_learner_figure_has_a_panel() -> None:
-    """A figure the learner logs (mtrl.learner.diagnostics) without a panel would go unseen."""
+    """A figure the learner logs (mtrl.algorithms.impala.diagnostics) without a panel would go
+    unseen."""
     import torch
 
-    from mtrl.learner.diagnostics import FIELDS, task_means
+    from mtrl.algorithms.impala.diagnostics import FIELDS, task_means
 
     logged = set(task_means(torch.ones(len(FIELDS), dtype=torch.float64), gaussian=True))
     logged |= {"torso_grad_share"}

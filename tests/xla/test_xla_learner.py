@@ -13,10 +13,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import task_batch
 from mtrl.learner.device import Accelerator, resolve_device, xla_unavailable_reason
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.synthetic import random_task_batch
 

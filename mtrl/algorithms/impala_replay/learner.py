@@ -12,10 +12,11 @@ Each update:
    are drawn uniformly from its replay (``p`` = ``learner.impala_replay.proportion``), once it
    holds that many; they carry the fresh batch's loss weight, so the scheduler's shares and
    loss weights hold for the mixed batch as for the fresh one;
-3. :class:`~mtrl.learner.impala.ImpalaLearner` (or the parallel learner ``learner.parallel``
-   chooses) updates on fresh and replayed batches together. V-trace's truncated importance
-   weights (``rho_bar``, ``c_bar``) correct both for the policy that acted, which for a replayed
-   sequence may be many versions old; PopArt's statistics see both.
+3. :class:`~mtrl.algorithms.impala.learner.ImpalaLearner` (or the parallel learner
+   ``learner.parallel`` chooses) updates on fresh and replayed batches together. V-trace's
+   truncated importance weights (``rho_bar``, ``c_bar``) correct both for the policy that
+   acted, which for a replayed sequence may be many versions old; PopArt's statistics see
+   both.
 
 Each env step then enters about ``1 / (1 - p)`` updates instead of one. A recurrent core runs
 from the state stored with the sequence (no burn-in: the state is the acting policy's own, of
@@ -31,14 +32,14 @@ import numpy as np
 import torch
 
 from mtrl.algorithms.feed import batch_to_unroll
+from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.algorithms.impala_replay.settings import ImpalaReplaySettings
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
-from mtrl.learner.parallel import make_impala_learner
 from mtrl.learner.protocol import Learner
-from mtrl.learner.replica_state import ReplicaState
 from mtrl.replay import SequenceStorage, TaskReplay, UniformSampler
+from mtrl.sync.replica_state import ReplicaState
 
 __all__ = ["REFILL_NOTE", "ImpalaReplayLearner", "make_impala_replay_learner"]
 
@@ -51,8 +52,9 @@ REFILL_NOTE = (
 
 class ImpalaReplayLearner:
     """A :class:`~mtrl.learner.protocol.Learner` that mixes replayed unrolls into the batches
-    of an IMPALA learner (``inner``: any of :func:`~mtrl.learner.parallel.make_impala_learner`'s
-    learners); everything else is ``inner``'s. ``settings``: the ``learner.impala_replay``
+    of an IMPALA learner (``inner``: any of
+    :func:`~mtrl.algorithms.impala.parallel.make_impala_learner`'s learners); everything else
+    is ``inner``'s. ``settings``: the ``learner.impala_replay``
     section."""
 
     def __init__(

@@ -54,10 +54,9 @@ from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import DiagGaussian
-from mtrl.learner.gradient_combination import combine
 from mtrl.learner.model import MultiTaskModel, Obs
 from mtrl.learner.optim import adam_step, clear_grads, param_groups
-from mtrl.learner.task_gradients import set_flat_gradients, task_gradients
+from mtrl.learner.task_gradients import GradientCombiner
 from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, UniformSampler
 
 __all__ = ["REFILL_NOTE", "SacLearner"]
@@ -112,7 +111,7 @@ class SacLearner:
         self.target_entropy = torch.tensor(
             [_target_entropy(t.action_space, sac) for t in self.spaces], device=self.device
         )
-        # learner.multitask.gradients: the parameters every task's loss reaches, per optimiser.
+        # learner.multitask.gradients: whether the tasks' gradients are combined (below).
         self.combining = cfg.multitask.gradients != "sum"
         # Tasks of one shape take the stacked step (a few large calls); the others, per task.
         self.stacked = StackedSac.build(self, lr_scales)
@@ -144,9 +143,11 @@ class SacLearner:
         adam = {"fused": True, "capturable": graphs}
         self.actor_opt = torch.optim.Adam(actor_groups, **adam)
         self.critic_opt = torch.optim.Adam(self.critic_params, lr=sac.critic_lr, **adam)
-        self.shared_of = {
-            id(self.actor_opt): model.shared_parameters(),
-            id(self.critic_opt): critic_shared,
+        # Per optimiser, the combiner of the tasks' gradients of the parameters every task's
+        # loss reaches.
+        self.combiners = {
+            id(self.actor_opt): GradientCombiner(cfg.multitask, model.shared_parameters(), k),
+            id(self.critic_opt): GradientCombiner(cfg.multitask, critic_shared, k),
         }
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, **adam)
         self.replays = [self._replay(i) for i in range(k)]
@@ -414,16 +415,15 @@ class SacLearner:
         ``task_losses`` (``loss``'s parts per task), the shared parameters among ``params``
         step along the combination of the tasks' gradients instead."""
         clear_grads(opt)
-        shared = self.shared_of[id(opt)] if task_losses else []
-        grads = task_gradients(task_losses, shared, len(self.task_names)) if shared else None
+        combiner = self.combiners[id(opt)] if task_losses else None
+        grads = None
+        if combiner is not None and combiner.params:
+            grads = combiner.task_gradients(task_losses)
         loss.backward()
         if reduce:
             self._reduce_gradients(params)
-        if grads is not None:
-            mt = self.cfg.multitask
-            grads = self._reduce_task_gradients(grads)
-            generator = torch.Generator().manual_seed(self.gradient_steps)
-            set_flat_gradients(shared, combine(mt.gradients, grads, mt.cagrad_c, generator))
+        if combiner is not None and grads is not None:
+            combiner.apply(self._reduce_task_gradients(grads), self.gradient_steps)
         if self.sac.max_grad_norm is not None:
             nn.utils.clip_grad_norm_(params, self.sac.max_grad_norm)
         adam_step(opt)

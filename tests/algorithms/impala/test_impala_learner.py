@@ -4,44 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-import gymnasium as gym
-import numpy as np
 import pytest
 import torch
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.impala import ImpalaLearner
-from mtrl.learner.model import MultiTaskModel, TaskSpaces
-
-T, N = 6, 4
-SPACES = [
-    TaskSpaces(gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Discrete(2)),
-    TaskSpaces(gym.spaces.Box(-1, 1, (5,), np.float32), gym.spaces.Box(-2, 2, (2,), np.float32)),
-]
-
-
-def _batch(task: int, reward_scale: float, seed: int) -> TaskBatch:
-    g = torch.Generator().manual_seed(seed)
-    obs_dim = SPACES[task].observation_space.shape[0]
-    if task == 0:
-        actions = torch.randint(0, 2, (T, N), generator=g)
-    else:
-        actions = torch.randn(T, N, 2, generator=g)
-    term = torch.rand(T, N, generator=g) < 0.1
-    valid = torch.ones(T, N, dtype=torch.bool)
-    valid[1:] &= ~term[:-1]
-    return TaskBatch(
-        task=task,
-        obs=torch.randn(T + 1, N, obs_dim, generator=g),
-        actions=actions,
-        behaviour_logp=-torch.rand(T, N, generator=g),
-        rewards=reward_scale * torch.randn(T, N, generator=g),
-        terminated=term,
-        truncated=torch.zeros(T, N, dtype=torch.bool),
-        valid=valid,
-        policy_version=0,
-    )
+from mtrl.learner.model import MultiTaskModel
+from tests.two_task_batches import SPACES, N, T, two_task_batch
 
 
 def _learner(**kw: object) -> ImpalaLearner:
@@ -69,7 +39,7 @@ def test_popart_moves_statistics_and_preserves_outputs_exactly(first_batch_init:
     learner = _learner(
         learning_rate=1e-12, popart={"beta": 0.5, "init_from_first_batch": first_batch_init}
     )
-    batches = [_batch(0, 1.0, 1), _batch(1, 1000.0, 2)]
+    batches = [two_task_batch(0, 1.0, 1), two_task_batch(1, 1000.0, 2)]
     if first_batch_init:
         learner.update(batches)  # the first batch sets the statistics; see the test below
     before = _unnormalised_values(learner, batches)
@@ -83,7 +53,7 @@ def test_popart_moves_statistics_and_preserves_outputs_exactly(first_batch_init:
 def test_first_batch_of_a_task_sets_its_statistics_and_keeps_its_normalised_head() -> None:
     learner = _learner(learning_rate=1e-12, popart={"beta": 3e-4})
     w0, b0 = _normalised_head(learner)
-    learner.update([_batch(1, 1000.0, 2)])  # task 0 not in this batch
+    learner.update([two_task_batch(1, 1000.0, 2)])  # task 0 not in this batch
     w1, b1 = _normalised_head(learner)
     assert learner.popart_seen.tolist() == [False, True]
     # Task 1 took its targets' statistics outright (β = 1, not 3e-4 from μ=0, ν=1): rewards
@@ -95,7 +65,7 @@ def test_first_batch_of_a_task_sets_its_statistics_and_keeps_its_normalised_head
     assert learner.mu[0].item() == 0.0 and learner.nu[0].item() == 1.0
     torch.testing.assert_close((w1[0], b1[0]), (w0[0], b0[0]), rtol=0, atol=1e-9)
     # Later updates of task 1 are ordinary PopArt steps: unnormalised outputs preserved.
-    batches = [_batch(0, 1.0, 1), _batch(1, 1000.0, 3)]
+    batches = [two_task_batch(0, 1.0, 1), two_task_batch(1, 1000.0, 3)]
     before = _unnormalised_values(learner, batches[1:])
     learner.update(batches)
     torch.testing.assert_close(
@@ -106,7 +76,7 @@ def test_first_batch_of_a_task_sets_its_statistics_and_keeps_its_normalised_head
 
 def test_popart_seen_survives_a_checkpoint_and_old_checkpoints_load() -> None:
     learner = _learner()
-    learner.update([_batch(1, 1.0, 2)])
+    learner.update([two_task_batch(1, 1.0, 2)])
     state = learner.state_dict()
     fresh = _learner()
     fresh.load_state_dict(state)
@@ -118,14 +88,14 @@ def test_popart_seen_survives_a_checkpoint_and_old_checkpoints_load() -> None:
 
 def test_without_popart_statistics_stay_put() -> None:
     learner = _learner(popart={"enabled": False})
-    metrics = learner.update([_batch(0, 1.0, 1), _batch(1, 1000.0, 2)])
+    metrics = learner.update([two_task_batch(0, 1.0, 1), two_task_batch(1, 1000.0, 2)])
     assert float(learner.mu.abs().sum()) == 0.0
     assert not any(k.startswith("popart/") for k in metrics)
 
 
 def test_update_counts_only_valid_steps_and_reports_lag() -> None:
     learner = _learner()
-    batches = [_batch(0, 1.0, 1), _batch(1, 1.0, 2)]
+    batches = [two_task_batch(0, 1.0, 1), two_task_batch(1, 1.0, 2)]
     metrics = learner.update(batches)
     assert metrics["charts/learner_samples"] == sum(b.num_samples for b in batches)
     assert metrics["charts/policy_lag"] == 0
@@ -137,7 +107,7 @@ def test_update_counts_only_valid_steps_and_reports_lag() -> None:
 @pytest.mark.parametrize("end", ["terminated", "truncated"])
 def test_reset_steps_do_not_affect_the_gradient(end: str) -> None:
     """An episode ends at t=1 in column 1, so t=2 is a reset step: its reward must not leak."""
-    b = _batch(0, 1.0, 3)
+    b = two_task_batch(0, 1.0, 3)
     grads = []
     for poison in (0.0, 1e6):
         learner = _learner(learning_rate=1e-3)
@@ -158,7 +128,7 @@ def test_reset_steps_do_not_affect_the_gradient(end: str) -> None:
 def test_both_optimisers_step(optimizer: str) -> None:
     learner = _learner(optimizer=optimizer)
     before = [p.detach().clone() for p in learner.model.parameters()]
-    learner.update([_batch(0, 1.0, 1)])
+    learner.update([two_task_batch(0, 1.0, 1)])
     assert any(
         not torch.equal(a, p) for a, p in zip(before, learner.model.parameters(), strict=True)
     )
@@ -166,7 +136,7 @@ def test_both_optimisers_step(optimizer: str) -> None:
 
 def test_loss_weight_scales_its_tasks_policy_value_and_entropy_terms() -> None:
     learner = _learner(popart={"enabled": False})
-    b0, b1 = _batch(0, 1.0, 1), _batch(1, 1.0, 2)
+    b0, b1 = two_task_batch(0, 1.0, 1), two_task_batch(1, 1.0, 2)
 
     def sums(batches: list[TaskBatch]) -> torch.Tensor:
         with torch.no_grad():
@@ -181,7 +151,7 @@ def _solved_task_batch(reward: float, noise: float, seed: int) -> TaskBatch:
     """Task 0 seeing one observation in every batch (its value is one number), rewards
     ``reward + noise·N(0, 1)``: with small noise, near-constant targets, as a solved task's."""
     g = torch.Generator().manual_seed(seed)
-    b = _batch(0, 1.0, seed)
+    b = two_task_batch(0, 1.0, seed)
     obs = torch.linspace(-1, 1, b.obs.shape[-1]).expand_as(b.obs).clone()
     rewards = reward + noise * torch.randn(T, N, generator=g)
     none = torch.zeros(T, N, dtype=torch.bool)
@@ -279,7 +249,7 @@ def _bandit_batch(learner: ImpalaLearner, better: float, seed: int) -> tuple[Tas
     """Task 0 as a two-armed bandit played on-policy: action 1 pays 1, action 0 pays
     ``better``; every step is its own episode. Returns the batch and P(action 0)."""
     g = torch.Generator().manual_seed(seed)
-    b = _batch(0, 1.0, seed)
+    b = two_task_batch(0, 1.0, seed)
     obs = torch.linspace(-1, 1, b.obs.shape[-1]).expand_as(b.obs).clone()
     with torch.no_grad():
         dist = learner.model.policy(0, learner.model.embed(0, obs[:-1]))
@@ -335,7 +305,7 @@ def _saturated_bandit_batch(learner: ImpalaLearner, seed: int) -> tuple[TaskBatc
     env action ``a`` pays ``1 - |a| / 2`` per dim plus noise that does not depend on it (as
     an env's own randomness). Returns the batch and the fraction of saturated means."""
     g = torch.Generator().manual_seed(seed)
-    b = _batch(1, 1.0, seed)
+    b = two_task_batch(1, 1.0, seed)
     with torch.no_grad():
         dist = learner.model.policy(1, learner.model.embed(1, b.obs[:-1]))
         u = dist.mean + dist.log_std.exp() * torch.randn(T, N, 2, generator=g)
@@ -384,7 +354,7 @@ def _head_grads(**kw: object) -> tuple[dict[str, torch.Tensor], dict[str, torch.
     head.set_log_std(-1.0)
     with torch.no_grad():
         head.mean.bias.fill_(1.5)
-    learner.update([_batch(0, 1.0, 7), _batch(1, 1.0, 8)])
+    learner.update([two_task_batch(0, 1.0, 7), two_task_batch(1, 1.0, 8)])
     return tuple(  # type: ignore[return-value]
         {n: p.grad.clone() for n, p in h.named_parameters()} for h in learner.model.policy_heads
     )
@@ -429,7 +399,9 @@ def test_the_logged_total_loss_is_the_loss_that_was_minimised(
         backward(tensors, *args, **kwargs)
 
     monkeypatch.setattr(torch.autograd, "backward", spy)
-    metrics = [learner.update([_batch(0, 1.0, s), _batch(1, 3.0, s + 1)]) for s in range(3)]
+    metrics = [
+        learner.update([two_task_batch(0, 1.0, s), two_task_batch(1, 3.0, s + 1)]) for s in range(3)
+    ]
     assert len(minimised) == 3
     for m, loss in zip(metrics, minimised, strict=True):
         assert m["losses/total"] == pytest.approx(loss, rel=1e-5, abs=1e-7)

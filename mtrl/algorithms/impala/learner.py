@@ -5,7 +5,7 @@ tasks (the built-in ``learner.algorithm: impala``; the protocol every rule meets
 Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 
 1. every task's unrolls go through its encoder; the features of all tasks go through the
-   shared torso in one call (:mod:`mtrl.learner.features`; one per task when the tasks'
+   shared torso in one call (:mod:`mtrl.algorithms.impala.features`; one per task when the tasks'
    gradients are combined), then, with a recurrent core, through the core over
    time from each unroll's initial state, reset where episodes start
    (:meth:`MultiTaskModel.run_cores <mtrl.learner.model.MultiTaskModel.run_cores>`);
@@ -18,8 +18,8 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
    times (σ / scale)²), entropy bonus times σ / scale (``entropy_coef`` for a discrete
    policy, ``gaussian_entropy_coef`` for a Gaussian; a discrete task's grown while its
    entropy is under its floor, a squashed Gaussian's while its mean sits where tanh is flat:
-   :mod:`mtrl.learner.entropy_floor`) — is
-   averaged over genuine (non-reset) steps (the math: :mod:`mtrl.learner.impala_loss`, a pure
+   :mod:`mtrl.algorithms.impala.entropy_floor`) — is
+   averaged over genuine (non-reset) steps (the math: :mod:`mtrl.algorithms.impala.loss`, a pure
    function of each block's tensors; the diagnostics are read from its inputs after the
    step); its backward — task by task when ``learner.multitask.gradients`` combines the
    tasks' gradients of the shared torso (:mod:`mtrl.learner.task_gradients`) — and one
@@ -27,11 +27,11 @@ Order of one update (Hessel et al. 2019, Algorithm 1, per task):
 
 With PopArt disabled, μ = 0 and σ = 1 throughout and step 3 is skipped.
 
-The parallel learners (:mod:`mtrl.learner.distributed`, :mod:`mtrl.learner.sharding`) reuse
-this update and override only its hooks: :meth:`ImpalaLearner.reduce_moment_sums`,
-:meth:`ImpalaLearner._global_count`, :meth:`ImpalaLearner._reduce_gradients`,
-:meth:`ImpalaLearner._reduce_task_gradients`, :meth:`ImpalaLearner._clip_gradients` and
-:meth:`ImpalaLearner._reduce_metric_sums`.
+The parallel learners (:mod:`mtrl.algorithms.impala.data_parallel`,
+:mod:`mtrl.algorithms.impala.sharding`) reuse this update and override only its hooks:
+:meth:`ImpalaLearner.reduce_moment_sums`, :meth:`ImpalaLearner._global_count`,
+:meth:`ImpalaLearner._reduce_gradients`, :meth:`ImpalaLearner._reduce_task_gradients`,
+:meth:`ImpalaLearner._clip_gradients` and :meth:`ImpalaLearner._reduce_metric_sums`.
 """
 
 from __future__ import annotations
@@ -43,15 +43,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from mtrl.algorithms.impala import diagnostics
+from mtrl.algorithms.impala.diagnostic_window import DiagnosticWindow
+from mtrl.algorithms.impala.entropy_boost import BonusWeights, EntropyBoost
+from mtrl.algorithms.impala.features import embed_batches
+from mtrl.algorithms.impala.loss import LossInputs, LossSums, loss, task_loss_sums
+from mtrl.algorithms.impala.torso_shares import TorsoShares
+from mtrl.algorithms.impala.vtrace import VTraceReturns, vtrace
 from mtrl.config import LearnerConfig
-from mtrl.learner import diagnostics, popart, schedule
+from mtrl.learner import popart, schedule
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.device import Accelerator
-from mtrl.learner.diagnostic_window import DiagnosticWindow
 from mtrl.learner.distributions import DiagGaussian, PolicyDist
-from mtrl.learner.entropy_boost import BonusWeights, EntropyBoost
-from mtrl.learner.features import embed_batches
-from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
 from mtrl.learner.optim import (
     load_optimizer_state,
     make_optimizer,
@@ -59,9 +62,8 @@ from mtrl.learner.optim import (
     param_groups,
     set_learning_rate,
 )
-from mtrl.learner.replica_state import ReplicaState, pack, unpack
-from mtrl.learner.task_gradients import SharedGradients
-from mtrl.learner.vtrace import VTraceReturns, vtrace
+from mtrl.learner.task_gradients import GradientCombiner
+from mtrl.sync.replica_state import ReplicaState, pack, unpack
 
 __all__ = ["ImpalaLearner"]
 
@@ -70,7 +72,7 @@ __all__ = ["ImpalaLearner"]
 class _TaskPart:
     """One task block through the update: its forward (features, policy, log-probabilities of
     the taken actions, V-trace returns), then the loss's inputs and sums
-    (:mod:`mtrl.learner.impala_loss`), from which the diagnostics are read after the step."""
+    (:mod:`mtrl.algorithms.impala.loss`), from which the diagnostics are read after the step."""
 
     batch: TaskBatch
     h: torch.Tensor
@@ -122,7 +124,14 @@ class ImpalaLearner:
         self.version = 0
         self.optimizer = make_optimizer(param_groups(model, lr_scales), cfg)
         self.window = DiagnosticWindow(self.task_names, model.gaussian)
-        self.shared = SharedGradients(model, cfg, k)
+        combining = cfg.multitask.gradients != "sum"
+        shared = model.shared_parameters() if combining else []
+        self.combiner = GradientCombiner(cfg.multitask, shared, k)
+        own = {id(p) for p in self.combiner.params}
+        self.own = [p for p in model.parameters() if p.requires_grad and id(p) not in own]
+        """The trainable parameters the combiner leaves: each reached by one task's loss (or
+        by its row)."""
+        self.torso_shares = TorsoShares(model, cfg.diagnostics_every, k)
 
     @property
     def local_tasks(self) -> list[int]:
@@ -142,9 +151,9 @@ class ImpalaLearner:
         return self.mu.float(), self.sigma.float()
 
     def _embed(self, batches: Sequence[TaskBatch]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Features of every batch (:func:`mtrl.learner.features.embed_batches`; one torso
+        """Features of every batch (:func:`mtrl.algorithms.impala.features.embed_batches`; one torso
         call per task when the tasks' gradients are combined)."""
-        per_task, dim = self.shared.combining, self.cfg.model.encoder_dim
+        per_task, dim = self.combiner.combining, self.cfg.model.encoder_dim
         return embed_batches(self.model, batches, per_task, dim, self.device)
 
     def set_progress(self, progress: float) -> None:
@@ -164,18 +173,20 @@ class ImpalaLearner:
         total = self._global_count(sum(counts))
         self.optimizer.zero_grad(set_to_none=True)
         grads, shares = None, None
-        if self.shared.combining:  # each task's backward alone; the shared part combined below
-            grads = self.shared.backward(self._task_losses(parts, total))
+        if self.combiner.combining:  # each task's backward alone; the shared part combined below
+            grads = self.combiner.task_gradients(self._task_losses(parts, total), self.own)
         else:
-            if self.shared.shares_due(self.version, self.distributed):
-                shares = self.shared.shares(self._task_losses(parts, total))
+            if self.torso_shares.measured_apart(self.version, self.distributed):
+                shares = self.torso_shares.measure(self._task_losses(parts, total))
             loss_ = loss(sums, total, cfg.value_coef, self.bonus.unit)
             if not parts:  # an idle replica still runs the torso's backward (FSDP collectives)
                 loss_ = loss_ + 0.0 * h_all.sum()
             loss_.backward()
         self._reduce_gradients()
         if grads is not None:
-            shares = self.shared.apply(self._reduce_task_gradients(grads), self.version)
+            grads = self._reduce_task_gradients(grads)
+            self.combiner.apply(grads, self.version)
+            shares = self.torso_shares.from_rows(grads, self.version)
         grad_norm = self._clip_gradients()
         self.optimizer.step()
         self.accelerator.after_step()
@@ -301,8 +312,8 @@ class ImpalaLearner:
         shares: list[float] | None = None,
     ) -> tuple[dict[str, float], torch.Tensor]:
         """Losses (means over the whole batch), policy lag per sample, PopArt statistics and
-        the per-task diagnostics of this update (:mod:`mtrl.learner.diagnostics`); and those
-        diagnostics' sums over all replicas, ``[K, len(FIELDS)]`` on the CPU."""
+        the per-task diagnostics of this update (:mod:`mtrl.algorithms.impala.diagnostics`);
+        and those diagnostics' sums over all replicas, ``[K, len(FIELDS)]`` on the CPU."""
         cfg, n = self.cfg, max(total, 1)
         old = self.version - 1
         lag = sum((old - p.batch.policy_version) * c for p, c in zip(parts, counts, strict=True))
@@ -416,7 +427,7 @@ class ImpalaLearner:
             "version": self.version,
         }
 
-    # Loosely synchronised replicas (mtrl.learner.replica_state says what and why).
+    # Loosely synchronised replicas (mtrl.sync.replica_state says what and why).
 
     def replica_state(self) -> ReplicaState:
         """Parameters with the value heads unnormalised, and the averaged statistics."""

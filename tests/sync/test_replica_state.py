@@ -1,4 +1,4 @@
-"""What loosely synchronised replicas average (mtrl.learner.replica_state), on one process:
+"""What loosely synchronised replicas average (mtrl.sync.replica_state), on one process:
 the outer step's math, the period schedule, and PopArt's heads kept consistent when replicas
 with different statistics are averaged."""
 
@@ -11,11 +11,11 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig
-from mtrl.learner.impala import ImpalaLearner
-from mtrl.learner.loose_sync import next_period, ring_allreduce_bytes
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.replica_state import (
+from mtrl.sync.loose_sync import next_period, ring_allreduce_bytes
+from mtrl.sync.replica_state import (
     ReplicaState,
     flatten,
     mean_state,

@@ -10,7 +10,7 @@ per task, as sums over the genuine (non-reset) steps of one update so replicas c
   divergence"); 0 when they agree, large when stale unrolls meet a fast-moving policy;
 * ``rho``, ``rho_clipped``: mean importance ratio π/μ and the fraction clipped at ρ̄;
 * ``adv_abs``: mean |advantage| as the policy gradient sees it (divided by the task's value
-  scale, :class:`mtrl.learner.impala.ImpalaLearner`);
+  scale, :class:`mtrl.algorithms.impala.learner.ImpalaLearner`);
 * ``value_error``, ``value_ev``: mean squared error of the normalised value against its
   normalised V-trace target, and the explained variance 1 − MSE / Var(target);
 * Gaussian heads (``Box`` actions): ``log_std`` (mean of the learned log-std) and

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from mtrl.algorithms.impala.data_parallel import DataParallelLearner
+from mtrl.algorithms.impala.learner import ImpalaLearner
+from mtrl.algorithms.impala.sharding import FSDPLearner, TaskShardedLearner, shard_tasks
 from mtrl.config import LearnerConfig
 from mtrl.errors import UserError
-from mtrl.learner.distributed import DataParallelLearner, DistContext, broadcast_parameters
-from mtrl.learner.impala import ImpalaLearner
-from mtrl.learner.sharding import FSDPLearner, TaskShardedLearner, shard_tasks
+from mtrl.learner.distributed import DistContext, broadcast_parameters
 
 __all__ = ["make_impala_learner"]
 
@@ -38,13 +39,13 @@ def make_impala_learner(
 ) -> ImpalaLearner:
     """The learner for ``cfg.parallel`` in this process; moves ``model`` to ``device``.
 
-    One process: a plain :class:`~mtrl.learner.impala.ImpalaLearner` (model parallel modes are
-    then the identity).
+    One process: a plain :class:`~mtrl.algorithms.impala.learner.ImpalaLearner` (model
+    parallel modes are then the identity).
     Several (torchrun) with ``sync: allreduce``: :class:`DataParallelLearner`,
     :class:`TaskShardedLearner` or :class:`FSDPLearner`; the process group must be
     initialised (:meth:`DistContext.init`).
     With a loosened ``sync``: a plain learner on each replica, all starting from rank 0's
-    parameters (:mod:`mtrl.learner.loose_sync` combines them now and then).
+    parameters (:mod:`mtrl.sync.loose_sync` combines them now and then).
     Task sharding drops foreign per-task modules *before* the move, so a device holds only
     its own tasks. ``lr_scales``: per task, a multiplier on the step size of its own
     parameters (:mod:`mtrl.learner.optim`).
@@ -66,7 +67,7 @@ def make_impala_learner(
             f"learner.parallel.data_parallel is {par.data_parallel} but torchrun started "
             f"{ctx.local_world_size} replicas on this node; make them agree (or set it to 1)"
         )
-    if par.sync != "allreduce":  # each replica alone between syncs (mtrl.learner.loose_sync)
+    if par.sync != "allreduce":  # each replica alone between syncs (mtrl.sync.loose_sync)
         model = model.to(device) if device is not None else model
         broadcast_parameters(model.parameters())  # ... from one start
         return ImpalaLearner(model, cfg, task_names, lr_scales)

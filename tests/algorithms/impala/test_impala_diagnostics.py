@@ -10,10 +10,10 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from mtrl.algorithms.impala import diagnostics
+from mtrl.algorithms.impala.learner import ImpalaLearner
 from mtrl.config import LearnerConfig
-from mtrl.learner import diagnostics
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.impala import ImpalaLearner
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 
 

@@ -1,8 +1,9 @@
-"""How each task's entropy bonus is weighted (:class:`mtrl.learner.entropy_boost.BonusWeights`)."""
+"""How each task's entropy bonus is weighted
+(:class:`mtrl.algorithms.impala.entropy_boost.BonusWeights`)."""
 
 from __future__ import annotations
 
-from mtrl.learner.entropy_boost import BonusWeights
+from mtrl.algorithms.impala.entropy_boost import BonusWeights
 
 KINDS = (False, True, False)  # discrete, Gaussian, discrete
 

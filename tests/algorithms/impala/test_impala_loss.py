@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtrl.learner.impala_loss import LossInputs, LossSums, loss, task_loss_sums
+from mtrl.algorithms.impala.loss import LossInputs, LossSums, loss, task_loss_sums
 
 
 def _inputs(requires_grad: bool = False) -> LossInputs:

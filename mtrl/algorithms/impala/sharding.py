@@ -14,9 +14,9 @@ backward, reduce-scatter of gradients), while encoders, heads and a recurrent co
 replicated as in data parallel. The learner calls the torso once per update on every rank
 (FSDP's collectives must line up), even on a rank without batches.
 
-Both build on :class:`mtrl.learner.distributed.DataParallelLearner`: the global sample count,
-the PopArt moment sums and the metrics are all-reduced the same way, and the gradient norm is
-clipped over all ranks' parameters.
+Both build on :class:`mtrl.algorithms.impala.data_parallel.DataParallelLearner`: the global
+sample count, the PopArt moment sums and the metrics are all-reduced the same way, and the
+gradient norm is clipped over all ranks' parameters.
 
 **Checkpoints.** ``state_dict()`` is a collective here: every rank calls it and gets the *whole*
 learner — every task's modules, the full torso, and the optimiser state of every parameter keyed
@@ -40,8 +40,9 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from mtrl.algorithms.impala.data_parallel import DataParallelLearner
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.distributed import DataParallelLearner, broadcast_parameters, to_cpu
+from mtrl.learner.distributed import broadcast_parameters, to_cpu
 from mtrl.learner.optim import group_order
 
 __all__ = ["FSDPLearner", "RemoteTask", "TaskShardedLearner", "assign_tasks", "shard_tasks"]

@@ -1,9 +1,9 @@
 """``learner.parallel.sync: async``: replicas that mix their states by gossip, with no barrier.
 
 Every H (``sync_every``) updates a replica sends its
-:class:`~mtrl.learner.replica_state.ReplicaState` to one peer, the next one in turn, and mixes
+:class:`~mtrl.sync.replica_state.ReplicaState` to one peer, the next one in turn, and mixes
 into its own state the newest state each peer has sent it since (a uniform average of itself
-and them; :func:`~mtrl.learner.replica_state.mean_state`). Nothing waits: a send that finds
+and them; :func:`~mtrl.sync.replica_state.mean_state`). Nothing waits: a send that finds
 the peer's queue full is dropped (the peer still has an older copy; the next one goes to
 another peer), and a replica that has received nothing goes on alone. A slow replica thus
 sends and mixes less often but never holds up the others (GALA, Assran et al. 2019, mixes
@@ -33,8 +33,9 @@ import torch
 import torch.distributed as dist
 
 from mtrl.coupling import curve
-from mtrl.learner.distributed import DistContext, average_replica_states
-from mtrl.learner.replica_state import Reconcilable, ReplicaState, mean_state
+from mtrl.learner.distributed import DistContext
+from mtrl.sync.average import average_replica_states
+from mtrl.sync.replica_state import Reconcilable, ReplicaState, mean_state
 
 __all__ = ["GossipSync", "local_address"]
 

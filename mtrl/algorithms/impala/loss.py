@@ -1,6 +1,6 @@
 """IMPALA's loss for one task's block, as a pure function of tensors (no modules, no state).
 
-The learner (:mod:`mtrl.learner.impala`) computes the inputs — the target policy's
+The learner (:mod:`mtrl.algorithms.impala.learner`) computes the inputs — the target policy's
 log-probabilities of the taken actions, the V-trace advantages in the task's value scale, the
 normalised value predictions and targets, the policy's entropy — and the per-task weights;
 this module turns them into the four sums the update adds up over tasks:

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from mtrl.learner.entropy_floor import (
+from mtrl.algorithms.impala.entropy_floor import (
     MAX_BOOST,
     boost_step,
     entropy_shortfall,

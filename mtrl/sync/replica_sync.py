@@ -4,10 +4,10 @@ The trainer's stop and checkpoint decisions (:class:`mtrl.train.replica_decision
 ReplicaDecisions`) need three things of a sync mode, whatever it is: whether the replicas meet
 at its sync points (``joint``: they then decide together there) or never while training (each
 decides alone), the run's env steps as one replica knows them between meetings, and, at a
-meeting, the chance to plan the next one. :class:`~mtrl.learner.loose_sync.PeriodicSync`
-(``local_sgd``, ``diloco``) and :class:`~mtrl.learner.gossip.GossipSync` (``async``) meet this
+meeting, the chance to plan the next one. :class:`~mtrl.sync.loose_sync.PeriodicSync`
+(``local_sgd``, ``diloco``) and :class:`~mtrl.sync.gossip.GossipSync` (``async``) meet this
 protocol; ``allreduce`` needs none (the learner all-reduces every update itself). A new sync
-mode is a class with these members, made by :func:`mtrl.learner.loose_sync.make_loose_sync`.
+mode is a class with these members, made by :func:`mtrl.sync.loose_sync.make_loose_sync`.
 """
 
 from __future__ import annotations

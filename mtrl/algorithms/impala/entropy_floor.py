@@ -28,7 +28,7 @@ bonus gains ``entropy_coef · (boost − 1)`` over its plain one. The violation 
 ``floor − H / H_max`` for a discrete task (``H_max``: the uniform policy's entropy, log of the
 action count summed over MultiDiscrete dims) and ``saturated − ceiling`` for a squashed
 Gaussian task (``saturated``: the fraction of its action dims with ``|mean| > 2``,
-mtrl.learner.diagnostics); other tasks keep the plain bonus. Once the constraint holds the
+mtrl.algorithms.impala.diagnostics); other tasks keep the plain bonus. Once the constraint holds the
 boost decays back to 1, so a healthy policy sees the plain bonus alone. A precise
 continuous policy has negative entropy, so Gaussians get no floor.
 

@@ -1,7 +1,7 @@
 """Per-task learner diagnostics summed over a logging window.
 
 One update's figures are noisy; the trainer logs their means over every update since its last
-record. :class:`DiagnosticWindow` keeps those sums (:mod:`mtrl.learner.diagnostics` makes
+record. :class:`DiagnosticWindow` keeps those sums (:mod:`mtrl.algorithms.impala.diagnostics` makes
 them) and turns sums into the ``learner/<task>/<figure>`` metrics.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from mtrl.learner import diagnostics
+from mtrl.algorithms.impala import diagnostics
 
 __all__ = ["DiagnosticWindow"]
 

@@ -1,6 +1,6 @@
 """Each task's entropy-bonus multiplier, kept between updates and moved after each one by the
-rules of :mod:`mtrl.learner.entropy_floor` (a floor under a discrete task's entropy, a ceiling
-on a squashed Gaussian task's saturated fraction).
+rules of :mod:`mtrl.algorithms.impala.entropy_floor` (a floor under a discrete task's entropy,
+a ceiling on a squashed Gaussian task's saturated fraction).
 
 Lives on the host, where the diagnostics it follows are: one small copy to the device per
 update, no sync back.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mtrl.learner import entropy_floor
+from mtrl.algorithms.impala import entropy_floor
 
 __all__ = ["BonusWeights", "EntropyBoost"]
 

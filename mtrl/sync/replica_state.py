@@ -2,7 +2,7 @@
 
 Under ``learner.parallel.sync: local_sgd | diloco | async`` each learner replica updates on its
 own batches and, now and then, the replicas combine what they learned
-(:mod:`mtrl.learner.loose_sync`, :mod:`mtrl.learner.gossip`). What they combine is a
+(:mod:`mtrl.sync.loose_sync`, :mod:`mtrl.sync.gossip`). What they combine is a
 :class:`ReplicaState`, which a learning rule gives and takes through :class:`Reconcilable`:
 
 - ``params``: every model parameter as one flat float32 vector, **with PopArt's value heads in

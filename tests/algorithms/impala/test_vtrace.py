@@ -1,4 +1,4 @@
-"""Tests for mtrl.learner.vtrace against per-element references of the IMPALA formula."""
+"""Tests for mtrl.algorithms.impala.vtrace against per-element references of the IMPALA formula."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mtrl.learner.vtrace import vtrace
+from mtrl.algorithms.impala.vtrace import vtrace
 
 GAMMA = 0.9
 

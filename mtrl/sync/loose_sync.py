@@ -1,17 +1,17 @@
 """Replicas that learn alone between synchronisations: ``learner.parallel.sync: local_sgd`` and
-``diloco`` (:class:`PeriodicSync`); ``async`` is :class:`mtrl.learner.gossip.GossipSync`.
+``diloco`` (:class:`PeriodicSync`); ``async`` is :class:`mtrl.sync.gossip.GossipSync`.
 
 With ``sync: allreduce`` every update waits for an all-reduce of the gradients across all
 replicas, so one slow link or one slow replica slows every learner. Here each replica takes
 its own optimiser steps on its own actors' batches, and every H (``sync_every``) updates the
-replicas combine their :class:`~mtrl.learner.replica_state.ReplicaState` in one all-reduce:
+replicas combine their :class:`~mtrl.sync.replica_state.ReplicaState` in one all-reduce:
 
 - ``local_sgd``: the replicas' mean parameters (Lin et al. 2020, "Don't use large mini-batches,
   use local SGD"); with H = 1 and a linear optimiser (``optimizer: sgd``) this is exactly the
   all-reduce learner;
 - ``diloco`` (Douillard et al. 2023): the mean of the replicas' parameter changes since the
   last sync, Δ = anchor − θ_r, is an outer gradient; an outer SGD step with Nesterov momentum
-  moves the anchor (:func:`~mtrl.learner.replica_state.outer_step`), and every replica
+  moves the anchor (:func:`~mtrl.sync.replica_state.outer_step`), and every replica
   continues from it with its own inner optimiser state.
 
 Both average the per-task statistics with the parameters and OR the seen flags (the
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from mtrl.learner.distributed import average_replica_states
-from mtrl.learner.gossip import GossipSync
-from mtrl.learner.replica_state import Reconcilable, outer_step
-from mtrl.learner.replica_sync import ReplicaSync
+from mtrl.sync.average import average_replica_states
+from mtrl.sync.gossip import GossipSync
+from mtrl.sync.replica_state import Reconcilable, outer_step
+from mtrl.sync.replica_sync import ReplicaSync
 
 if TYPE_CHECKING:
     from mtrl.config import ParallelConfig
