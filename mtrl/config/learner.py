@@ -36,6 +36,7 @@ from mtrl.config.choices import require_registered
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
 from mtrl.config.multitask import MultitaskConfig, TorsoMixtureConfig
 from mtrl.config.plugin_sections import RULES, check_sections, resolve_section, rule_check_error
+from mtrl.config.replay import ReplayConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -326,33 +327,50 @@ class LearnerConfig(ConfigModel):
     _checkpoint_replay: bool = PrivateAttr(default=False)
     """``checkpoint.replay``, set by :class:`~mtrl.config.models.ExperimentConfig` (a learner
     receives ``learner`` only)."""
+    _replay: ReplayConfig | None = PrivateAttr(default=None)
+    """The experiment's ``replay:`` section, set by
+    :class:`~mtrl.config.models.ExperimentConfig` (None: a learner config built alone)."""
 
     @property
     def checkpoint_replay(self) -> bool:
         """Whether checkpoints keep a replay-based rule's replay (``checkpoint.replay``)."""
         return self._checkpoint_replay
 
+    @property
+    def replay(self) -> ReplayConfig:
+        """The experiment's ``replay:`` section (its defaults for a learner config built
+        alone): what a replay-based rule's replay holds and how it is drawn from."""
+        return self._replay if self._replay is not None else ReplayConfig()
+
     @model_validator(mode="after")
     def _rule_sections(self, info: ValidationInfo) -> LearnerConfig:
-        """Each ``learner.<rule>:`` section validated with its rule's model, then the chosen
-        rule's own checks (context keys ``algorithm_settings`` and ``algorithm_checks``;
-        without them sections stay plain mappings and no rule's check runs:
-        mtrl/config/plugin_sections.py)."""
-        context = info.context or {}
+        """Each ``learner.<rule>:`` section validated with its rule's model (context key
+        ``algorithm_settings``; without it sections stay plain mappings:
+        mtrl/config/plugin_sections.py). The chosen rule's own checks need the experiment's
+        ``replay:`` section too, so :class:`~mtrl.config.models.ExperimentConfig` runs them
+        (:meth:`check_rule`)."""
         extra = self.__pydantic_extra__
-        models = context.get("algorithm_settings")
         if extra:
+            models = (info.context or {}).get("algorithm_settings")
             extra.update(check_sections(extra, type(self).model_fields, models, RULES))
-        check: RuleCheck | None = (context.get("algorithm_checks") or {}).get(self.algorithm)
-        if check is not None:
-            model = (models or {}).get(self.algorithm)
-            settings = self.settings(self.algorithm, model) if model is not None else None
-            problems = check(self, settings)
-            if problems:
-                raise ValidationError.from_exception_data(
-                    "learner", [rule_check_error(p, ("algorithm",)) for p in problems]
-                )
         return self
+
+    def check_rule(self, context: Mapping[str, Any] | None, loc: tuple[Any, ...]) -> None:
+        """Run the chosen rule's own config check (context keys ``algorithm_checks`` and
+        ``algorithm_settings``; none without them), raising one
+        :class:`pydantic.ValidationError` with a problem per line, each at ``loc`` (this
+        config's ``algorithm``, from the caller's model)."""
+        context = context or {}
+        check: RuleCheck | None = (context.get("algorithm_checks") or {}).get(self.algorithm)
+        if check is None:
+            return
+        model = (context.get("algorithm_settings") or {}).get(self.algorithm)
+        settings = self.settings(self.algorithm, model) if model is not None else None
+        problems = check(self, settings)
+        if problems:
+            raise ValidationError.from_exception_data(
+                "learner", [rule_check_error(p, loc) for p in problems]
+            )
 
     def section(self, rule: str) -> Any:
         """Rule ``rule``'s settings section (``learner.<rule>:``) as the config holds it: an

@@ -6,7 +6,8 @@ What a learning rule is (the :class:`mtrl.learner.protocol.Learner` protocol) is
 A rule is one unit (:class:`AlgorithmSpec`): besides its factory it may bring its settings as a
 pydantic model (``settings=``: the config's ``learner.<name>:`` section is validated with it and
 the factory gets the validated section as its seventh argument), its own config checks
-(``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate) and
+(``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate, with
+``replay_capacity=``: its default size when the experiment's ``replay.capacity`` is null) and
 what it changes in a model to act (``prepare_model=``). The registry hands the models and
 checks to config validation (:meth:`AlgorithmRegistry.settings_models`,
 :meth:`AlgorithmRegistry.config_checks`), so the config layer never imports this one, and the
@@ -32,7 +33,8 @@ PARALLEL_MODES = ("data_parallel", "task_sharded", "fsdp", "loose_sync")
 
 ReplayBytes = Callable[[Any, Any, Any, Any], int]
 """``replay_bytes(cfg, settings, obs_space, action_space) -> int``: bytes of one task's replay
-(``cfg``: the :class:`mtrl.config.LearnerConfig`; ``settings``: the rule's validated section)."""
+(``cfg``: the :class:`mtrl.config.LearnerConfig`, whose ``cfg.replay`` is the experiment's
+``replay:`` section; ``settings``: the rule's validated section, None without one)."""
 ConfigCheck = Callable[[Any, Any], list[str]]
 """``checks(cfg, settings) -> problems``: one line per problem of the learner config for this
 rule (empty: none); ``settings`` is None for a rule without a settings model."""
@@ -55,9 +57,10 @@ class AlgorithmSpec:
     ``parallel``: the modes of :data:`PARALLEL_MODES` it supports. ``prepare_model``: what the
     rule changes in a freshly built model to act (SAC's squashed-Gaussian heads), so that
     ``mtrl eval`` rebuilds the model its checkpoints hold (None: the model as it is built).
-    ``replay_bytes``: the size of one task's replay (None: the rule keeps none), and
-    ``replay_key``: the settings field that scales it, which a memory refusal names
-    (``learner.<name>.<replay_key>``). ``checks``: the rule's own config checks.
+    ``replay_bytes``: the size of one task's replay (None: the rule keeps none), scaled by
+    the experiment's ``replay.capacity`` (which a memory refusal names), and
+    ``replay_capacity``: the rule's own default of it, in env steps per task, when the config
+    leaves it null. ``checks``: the rule's own config checks.
     """
 
     name: str
@@ -68,13 +71,21 @@ class AlgorithmSpec:
     prepare_model: Callable[[Any], None] | None = None
     settings: type[BaseModel] | None = None
     replay_bytes: ReplayBytes | None = None
-    replay_key: str | None = None
+    replay_capacity: int | None = None
     checks: ConfigCheck | None = None
 
     @property
     def has_replay(self) -> bool:
         """Whether the rule keeps a replay (what ``checkpoint.replay`` saves)."""
         return self.replay_bytes is not None
+
+    def capacity(self, cfg: Any) -> int | None:
+        """Env steps per task the rule's replay keeps for learner config ``cfg``: the
+        experiment's ``replay.capacity``, or the rule's default when it is null (None: the
+        rule keeps no replay)."""
+        if self.replay_capacity is None:
+            return None
+        return int(cfg.replay.capacity_or(self.replay_capacity))
 
     def resolve_settings(self, cfg: Any) -> BaseModel | None:
         """The rule's settings from learner config ``cfg``: its validated section, the model's
@@ -132,13 +143,13 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         prepare_model: Callable[[Any], None] | None = None,
         settings: type[BaseModel] | None = None,
         replay_bytes: ReplayBytes | None = None,
-        replay_key: str | None = None,
+        replay_capacity: int | None = None,
         checks: ConfigCheck | None = None,
     ) -> None:
         """Register one learning rule (see
         :func:`mtrl.plugins.hookspecs.mtrl_register_algorithms`)."""
         modes = frozenset(parallel) if not isinstance(parallel, str) else frozenset([parallel])
-        problem = _problem(modes, prepare_model, settings, replay_bytes, replay_key, checks)
+        problem = _problem(modes, prepare_model, settings, replay_bytes, replay_capacity, checks)
         if problem:
             self.problems.append(f"{self.noun} {name!r}: {problem}")
             return
@@ -152,7 +163,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
                 prepare_model=prepare_model,
                 settings=settings,
                 replay_bytes=replay_bytes,
-                replay_key=replay_key,
+                replay_capacity=replay_capacity,
                 checks=checks,
             )
 
@@ -164,7 +175,7 @@ def _problem(
     prepare_model: Any,
     settings: Any,
     replay_bytes: Any,
-    replay_key: Any,
+    replay_capacity: Any,
     checks: Any,
 ) -> str | None:
     """What is malformed in a registration's keyword arguments (None: nothing)."""
@@ -182,13 +193,12 @@ def _problem(
         if obj is not None and not callable(obj):
             return f"{what} must be callable, got {type(obj).__name__}"
     if replay_bytes is not None:
-        if settings is None:
-            return "replay_bytes needs settings= (the replay's size is one of the rule's settings)"
-        if not isinstance(replay_key, str) or replay_key not in settings.model_fields:
+        whole = isinstance(replay_capacity, int) and not isinstance(replay_capacity, bool)
+        if not whole or replay_capacity < 1:
             return (
-                f"replay_key must name the field of {settings.__name__} that scales the replay "
-                f"(one of {', '.join(settings.model_fields)}), got {replay_key!r}"
+                "replay_capacity must be the rule's default replay.capacity, a whole number "
+                f"of env steps per task above 0, got {replay_capacity!r}"
             )
-    elif replay_key is not None:
-        return "replay_key is given without replay_bytes"
+    elif replay_capacity is not None:
+        return "replay_capacity is given without replay_bytes"
     return None
