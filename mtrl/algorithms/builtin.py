@@ -7,8 +7,11 @@ from __future__ import annotations
 from mtrl.algorithms import impala_replay
 from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.algorithms.impala_replay import ImpalaReplaySettings, make_impala_replay_learner
+from mtrl.algorithms.impala_replay import settings as impala_replay_settings
+from mtrl.algorithms.impala_replay.checks import check_config as impala_replay_checks
 from mtrl.algorithms.sac import SacSettings, make_sac_learner
 from mtrl.algorithms.sac import memory as sac_memory
+from mtrl.algorithms.sac import settings as sac_settings
 from mtrl.algorithms.sac.checks import check_config as sac_checks
 from mtrl.algorithms.sac.networks import install_policy_heads
 from mtrl.algorithms.sac.settings import SAC_MODEL_DEFAULTS
@@ -42,7 +45,8 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         parallel=PARALLEL_MODES,
         settings=ImpalaReplaySettings,
         replay_bytes=impala_replay.replay_bytes,
-        replay_key="capacity",
+        replay_capacity=impala_replay_settings.DEFAULT_CAPACITY,
+        checks=impala_replay_checks,
         description="IMPALA with experience replay: fresh and replayed unrolls mixed, V-trace "
         "correcting both (LASER)",
     )
@@ -53,7 +57,7 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         prepare_model=install_policy_heads,
         settings=SacSettings,
         replay_bytes=sac_memory.replay_bytes,
-        replay_key="replay_capacity",
+        replay_capacity=sac_settings.DEFAULT_CAPACITY,
         checks=sac_checks,
         model_defaults=SAC_MODEL_DEFAULTS,
         description="multi-task soft actor-critic, per-task replay and temperature (off-policy)",

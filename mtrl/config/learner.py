@@ -36,6 +36,7 @@ from mtrl.config.choices import require_registered
 from mtrl.config.core import CoreConfig, CoreShorthand, core_or_none
 from mtrl.config.multitask import MultitaskConfig, TorsoMixtureConfig
 from mtrl.config.plugin_sections import RULES, check_sections, resolve_section, rule_check_error
+from mtrl.config.replay import ReplayConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -261,8 +262,9 @@ class LearnerConfig(ConfigModel):
     """A floor under each discrete task's policy entropy, as a fraction of its uniform
     policy's (log of the action count): while the entropy is below, the task's entropy bonus
     grows (up to 100x), and it decays back once above. It keeps a policy that turned
-    deterministic early at a poor behaviour from staying there (mtrl/learner/entropy_floor.py
-    says why). Gaussian policies are not affected; 0 turns it off."""
+    deterministic early at a poor behaviour from staying there
+    (mtrl/algorithms/impala/entropy_floor.py says why). Gaussian policies are not affected; 0
+    turns it off."""
     saturation_ceiling: float = Field(default=0.1, gt=0, le=1)
     """A ceiling on the fraction of a bounded continuous task's action dims whose Gaussian mean
     lies where the tanh squash is flat (``|mean| > 2``): while above it, an extra entropy
@@ -270,7 +272,7 @@ class LearnerConfig(ConfigModel):
     of ``entropy_coef · (boost − 1)`` grows as under ``entropy_floor`` (boost up to 100) and
     decays back once below. A fast-moving
     policy can throw the mean out there, where every sample is the same env action and the
-    policy gradient carries no signal (mtrl/learner/entropy_floor.py says why). 0.1, not
+    policy gradient carries no signal (mtrl/algorithms/impala/entropy_floor.py says why). 0.1, not
     0.2, since a Gaussian's plain bonus is off (``gaussian_entropy_coef``): without its pull
     the fraction drifted to 0.15–0.18 in some InvertedPendulum runs, one of which then fell
     from 924 to 114; at 0.1 its mean over each run's last quarter stayed at or under 0.1 in
@@ -333,6 +335,9 @@ class LearnerConfig(ConfigModel):
     _checkpoint_replay: bool = PrivateAttr(default=False)
     """``checkpoint.replay``, set by :class:`~mtrl.config.models.ExperimentConfig` (a learner
     receives ``learner`` only)."""
+    _replay: ReplayConfig | None = PrivateAttr(default=None)
+    """The experiment's ``replay:`` section, set by
+    :class:`~mtrl.config.models.ExperimentConfig` (None: a learner config built alone)."""
 
     @property
     def checkpoint_replay(self) -> bool:
@@ -356,27 +361,41 @@ class LearnerConfig(ConfigModel):
             return data
         return {**data, "model": {**defaults, **model}}
 
+    @property
+    def replay(self) -> ReplayConfig:
+        """The experiment's ``replay:`` section (its defaults for a learner config built
+        alone): what a replay-based rule's replay holds and how it is drawn from."""
+        return self._replay if self._replay is not None else ReplayConfig()
+
     @model_validator(mode="after")
     def _rule_sections(self, info: ValidationInfo) -> LearnerConfig:
-        """Each ``learner.<rule>:`` section validated with its rule's model, then the chosen
-        rule's own checks (context keys ``algorithm_settings`` and ``algorithm_checks``;
-        without them sections stay plain mappings and no rule's check runs:
-        mtrl/config/plugin_sections.py)."""
-        context = info.context or {}
+        """Each ``learner.<rule>:`` section validated with its rule's model (context key
+        ``algorithm_settings``; without it sections stay plain mappings:
+        mtrl/config/plugin_sections.py). The chosen rule's own checks need the experiment's
+        ``replay:`` section too, so :class:`~mtrl.config.models.ExperimentConfig` runs them
+        (:meth:`check_rule`)."""
         extra = self.__pydantic_extra__
-        models = context.get("algorithm_settings")
         if extra:
+            models = (info.context or {}).get("algorithm_settings")
             extra.update(check_sections(extra, type(self).model_fields, models, RULES))
-        check: RuleCheck | None = (context.get("algorithm_checks") or {}).get(self.algorithm)
-        if check is not None:
-            model = (models or {}).get(self.algorithm)
-            settings = self.settings(self.algorithm, model) if model is not None else None
-            problems = check(self, settings)
-            if problems:
-                raise ValidationError.from_exception_data(
-                    "learner", [rule_check_error(p, ("algorithm",)) for p in problems]
-                )
         return self
+
+    def check_rule(self, context: Mapping[str, Any] | None, loc: tuple[Any, ...]) -> None:
+        """Run the chosen rule's own config check (context keys ``algorithm_checks`` and
+        ``algorithm_settings``; none without them), raising one
+        :class:`pydantic.ValidationError` with a problem per line, each at ``loc`` (this
+        config's ``algorithm``, from the caller's model)."""
+        context = context or {}
+        check: RuleCheck | None = (context.get("algorithm_checks") or {}).get(self.algorithm)
+        if check is None:
+            return
+        model = (context.get("algorithm_settings") or {}).get(self.algorithm)
+        settings = self.settings(self.algorithm, model) if model is not None else None
+        problems = check(self, settings)
+        if problems:
+            raise ValidationError.from_exception_data(
+                "learner", [rule_check_error(p, loc) for p in problems]
+            )
 
     def section(self, rule: str) -> Any:
         """Rule ``rule``'s settings section (``learner.<rule>:``) as the config holds it: an

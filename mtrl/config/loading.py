@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from mtrl.config.base import moved_key
 from mtrl.config.choices import choice_error_hint
 from mtrl.config.learner import RuleCheck
 from mtrl.config.models import ExperimentConfig
@@ -144,6 +145,8 @@ def _message(err: dict[str, Any], env_note: EnvNote | None = None) -> str:
     if kind == "extra_forbidden":
         key = str(loc[-1])
         model = _model_at(loc)
+        if moved := moved_key(model, key):
+            return moved
         hint = difflib.get_close_matches(key, list(model.model_fields), n=1) if model else []
         fix = (
             f"; did you mean {hint[0]!r}?"

@@ -30,6 +30,7 @@ from mtrl.config.choices import require_registered
 from mtrl.config.learner import LearnerConfig
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.config.plugin_sections import check_sections
+from mtrl.config.replay import ReplayConfig
 from mtrl.config.tune import TuneConfig, get_path, search_values, set_path
 from mtrl.names import unknown_env_message, unknown_tracker_message
 
@@ -329,6 +330,9 @@ class ExperimentConfig(ConfigModel):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     actors: ActorsConfig = Field(default_factory=ActorsConfig)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    replay: ReplayConfig = Field(default_factory=ReplayConfig)
+    """Each task's replay of a replay-based learning rule (``sac``, ``impala_replay``): its
+    size and sampler (mtrl/config/replay.py); a rule without a replay ignores it."""
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     tune: TuneConfig | None = None
@@ -396,9 +400,13 @@ class ExperimentConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
-    def _replay_in_checkpoints(self) -> ExperimentConfig:
-        # The learner is built from ``learner`` alone; this is how it learns checkpoint.replay.
+    def _learner_sees_replay(self, info: ValidationInfo) -> ExperimentConfig:
+        """The learner is built from ``learner`` alone: this is how it learns
+        ``checkpoint.replay`` and the ``replay:`` section; then the chosen rule's own checks,
+        which may read both (context key ``algorithm_checks``)."""
         self.learner._checkpoint_replay = self.checkpoint.replay
+        self.learner._replay = self.replay
+        self.learner.check_rule(info.context, ("learner", "algorithm"))
         return self
 
     def task_seed(self, index: int) -> int:

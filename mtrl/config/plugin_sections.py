@@ -25,9 +25,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from mtrl.config.base import moved_key
 from mtrl.errors import ConfigError
 
 __all__ = [
+    "MOVED_KEY",
     "RULES",
     "SECTION_ERRORS",
     "TRACKERS",
@@ -63,9 +65,11 @@ RULES = SectionKind("learner", "learning rule", "learning rules", "unknown_rule_
 
 RULE_CHECK = "rule_check"
 """The error kind of a problem a learning rule's own config check found."""
+MOVED_KEY = "moved_key"
+"""The error kind of a key its model says moved elsewhere (``moved_keys``)."""
 
 #: The error kinds raised here whose message is final (the loader prints them as they are).
-SECTION_ERRORS = (TRACKERS.error, RULES.error, "unknown_setting", RULE_CHECK)
+SECTION_ERRORS = (TRACKERS.error, RULES.error, "unknown_setting", RULE_CHECK, MOVED_KEY)
 
 SettingsModels = Mapping[str, "type[BaseModel] | None"]
 
@@ -182,11 +186,15 @@ def _did_you_mean(name: str, options: list[str]) -> str:
 
 def _located(section: str, model: type[BaseModel], err: Any) -> InitErrorDetails:
     """A problem of a plugin's section, moved under ``section`` and kept in its own kind (so
-    the loader adds its usual hints); an unknown key gets a did-you-mean from ``model``."""
+    the loader adds its usual hints); an unknown key gets where it went when ``model`` says it
+    moved (``moved_keys``), else a did-you-mean from ``model``."""
     loc = (section, *err["loc"])
     if err["type"] == "extra_forbidden":
         key = str(err["loc"][-1])
         owner = _model_at(model, err["loc"][:-1]) or model
+        moved = moved_key(owner, key)
+        if moved:
+            return _error(MOVED_KEY, moved, loc, err.get("input"))
         keys = list(owner.model_fields)
         hint = _did_you_mean(key, keys) or f"; allowed keys: {', '.join(keys)}"
         return _error("unknown_setting", f"unknown key {key!r}{hint}", loc, err.get("input"))

@@ -6,7 +6,8 @@ What a learning rule is (the :class:`mtrl.learner.protocol.Learner` protocol) is
 A rule is one unit (:class:`AlgorithmSpec`): besides its factory it may bring its settings as a
 pydantic model (``settings=``: the config's ``learner.<name>:`` section is validated with it and
 the factory gets the validated section as its seventh argument), its own config checks
-(``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate),
+(``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate, with
+``replay_capacity=``: its default size when the experiment's ``replay.capacity`` is null),
 what it changes in a model to act (``prepare_model=``) and its own defaults for the model's
 shape (``model_defaults=``: ``learner.model`` keys a config leaves out). The registry hands
 the models, checks and model defaults to config validation
@@ -35,7 +36,8 @@ PARALLEL_MODES = ("data_parallel", "task_sharded", "fsdp", "loose_sync")
 
 ReplayBytes = Callable[[Any, Any, Any, Any], int]
 """``replay_bytes(cfg, settings, obs_space, action_space) -> int``: bytes of one task's replay
-(``cfg``: the :class:`mtrl.config.LearnerConfig`; ``settings``: the rule's validated section)."""
+(``cfg``: the :class:`mtrl.config.LearnerConfig`, whose ``cfg.replay`` is the experiment's
+``replay:`` section; ``settings``: the rule's validated section, None without one)."""
 ConfigCheck = Callable[[Any, Any], list[str]]
 """``checks(cfg, settings) -> problems``: one line per problem of the learner config for this
 rule (empty: none); ``settings`` is None for a rule without a settings model."""
@@ -58,9 +60,10 @@ class AlgorithmSpec:
     ``parallel``: the modes of :data:`PARALLEL_MODES` it supports. ``prepare_model``: what the
     rule changes in a freshly built model to act (SAC's squashed-Gaussian heads), so that
     ``mtrl eval`` rebuilds the model its checkpoints hold (None: the model as it is built).
-    ``replay_bytes``: the size of one task's replay (None: the rule keeps none), and
-    ``replay_key``: the settings field that scales it, which a memory refusal names
-    (``learner.<name>.<replay_key>``). ``checks``: the rule's own config checks.
+    ``replay_bytes``: the size of one task's replay (None: the rule keeps none), scaled by
+    the experiment's ``replay.capacity`` (which a memory refusal names), and
+    ``replay_capacity``: the rule's own default of it, in env steps per task, when the config
+    leaves it null. ``checks``: the rule's own config checks.
     ``model_defaults``: the rule's own values for ``learner.model`` keys a config leaves out
     (a rule whose networks want another shape than the actor-critic's default), filled in when
     the config is validated, so every part of the run builds the same model.
@@ -74,7 +77,7 @@ class AlgorithmSpec:
     prepare_model: Callable[[Any], None] | None = None
     settings: type[BaseModel] | None = None
     replay_bytes: ReplayBytes | None = None
-    replay_key: str | None = None
+    replay_capacity: int | None = None
     checks: ConfigCheck | None = None
     model_defaults: Mapping[str, Any] = field(default_factory=dict)
 
@@ -82,6 +85,14 @@ class AlgorithmSpec:
     def has_replay(self) -> bool:
         """Whether the rule keeps a replay (what ``checkpoint.replay`` saves)."""
         return self.replay_bytes is not None
+
+    def capacity(self, cfg: Any) -> int | None:
+        """Env steps per task the rule's replay keeps for learner config ``cfg``: the
+        experiment's ``replay.capacity``, or the rule's default when it is null (None: the
+        rule keeps no replay)."""
+        if self.replay_capacity is None:
+            return None
+        return int(cfg.replay.capacity_or(self.replay_capacity))
 
     def resolve_settings(self, cfg: Any) -> BaseModel | None:
         """The rule's settings from learner config ``cfg``: its validated section, the model's
@@ -144,7 +155,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         prepare_model: Callable[[Any], None] | None = None,
         settings: type[BaseModel] | None = None,
         replay_bytes: ReplayBytes | None = None,
-        replay_key: str | None = None,
+        replay_capacity: int | None = None,
         checks: ConfigCheck | None = None,
         model_defaults: Mapping[str, Any] | None = None,
     ) -> None:
@@ -152,7 +163,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         :func:`mtrl.plugins.hookspecs.mtrl_register_algorithms`)."""
         modes = frozenset(parallel) if not isinstance(parallel, str) else frozenset([parallel])
         problem = _problem(
-            modes, prepare_model, settings, replay_bytes, replay_key, checks
+            modes, prepare_model, settings, replay_bytes, replay_capacity, checks
         ) or _model_defaults_problem(model_defaults)
         if problem:
             self.problems.append(f"{self.noun} {name!r}: {problem}")
@@ -167,7 +178,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
                 prepare_model=prepare_model,
                 settings=settings,
                 replay_bytes=replay_bytes,
-                replay_key=replay_key,
+                replay_capacity=replay_capacity,
                 checks=checks,
                 model_defaults=dict(model_defaults or {}),
             )
@@ -180,7 +191,7 @@ def _problem(
     prepare_model: Any,
     settings: Any,
     replay_bytes: Any,
-    replay_key: Any,
+    replay_capacity: Any,
     checks: Any,
 ) -> str | None:
     """What is malformed in a registration's keyword arguments (None: nothing)."""
@@ -198,15 +209,14 @@ def _problem(
         if obj is not None and not callable(obj):
             return f"{what} must be callable, got {type(obj).__name__}"
     if replay_bytes is not None:
-        if settings is None:
-            return "replay_bytes needs settings= (the replay's size is one of the rule's settings)"
-        if not isinstance(replay_key, str) or replay_key not in settings.model_fields:
+        whole = isinstance(replay_capacity, int) and not isinstance(replay_capacity, bool)
+        if not whole or replay_capacity < 1:
             return (
-                f"replay_key must name the field of {settings.__name__} that scales the replay "
-                f"(one of {', '.join(settings.model_fields)}), got {replay_key!r}"
+                "replay_capacity must be the rule's default replay.capacity, a whole number "
+                f"of env steps per task above 0, got {replay_capacity!r}"
             )
-    elif replay_key is not None:
-        return "replay_key is given without replay_bytes"
+    elif replay_capacity is not None:
+        return "replay_capacity is given without replay_bytes"
     return None
 
 

@@ -130,8 +130,9 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
     task_names, ctx, device, lr_scales, settings)`` with the validated section (the model's
     defaults when the config has none). ``checks(cfg, settings) -> list[str]``: the rule's own
     config checks, one line per problem. ``replay_bytes(cfg, settings, obs_space,
-    action_space) -> int`` and ``replay_key`` (the settings field that scales it): the memory
-    of one task's replay, for the pre-flight check and its refusal. ``prepare_model(model)``:
+    action_space) -> int`` and ``replay_capacity`` (the rule's default of the experiment's
+    ``replay.capacity``, env steps per task, which scales it): the memory of one task's replay,
+    for the pre-flight check and its refusal. ``prepare_model(model)``:
     what the rule changes in a fresh model to act, for ``mtrl eval`` (docs/plugins.md).
 
     Registration must be cheap: import heavy dependencies inside ``factory``. Raise

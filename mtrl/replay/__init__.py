@@ -1,9 +1,11 @@
 """Experience replay: per-task storage of unrolls and the samplers that draw from it.
 
 Pure array code (numpy), between the unroll queue and the learner; the actors do not change.
-See docs/REPLAY.md for the layout and the sampling math.
+See docs/REPLAY.md for the layout and the sampling math; :mod:`mtrl.replay.build` turns the
+experiment's ``replay:`` section into a task's sampler for every replay-based rule.
 """
 
+from mtrl.replay.build import annealed_beta, make_sampler, set_beta, task_replay
 from mtrl.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, sequence_priorities
 from mtrl.replay.storage import (
     SequenceBatch,
@@ -24,5 +26,9 @@ __all__ = [
     "TransitionBatch",
     "TransitionStorage",
     "UniformSampler",
+    "annealed_beta",
+    "make_sampler",
     "sequence_priorities",
+    "set_beta",
+    "task_replay",
 ]

@@ -84,8 +84,8 @@ class TaskSizes:
 @dataclass(frozen=True)
 class ReplayNeed:
     """What a replay-based rule's replays take: the bytes of one task's replay from its
-    (observation, action) spaces, and the config field that scales them (the rule's own key,
-    ``learner.<rule>.<field>``: what a refusal tells the user to lower)."""
+    (observation, action) spaces, and the config field that scales them (``replay.capacity``,
+    with the env steps per task it stands for: what a refusal tells the user to lower)."""
 
     nbytes: Callable[[gym.Space, gym.Space], int]
     blame: Blame

@@ -63,8 +63,9 @@ def replay_need(
     cfg: ExperimentConfig, algorithms: AlgorithmRegistry | None = None
 ) -> ReplayNeed | None:
     """What the replay of ``cfg``'s rule takes, from the rule's registration (its
-    ``replay_bytes`` and ``replay_key``) in ``algorithms`` (default: the loaded plugins');
-    None for a rule without a replay, or one no plugin offers (the trainer names it)."""
+    ``replay_bytes`` and default ``replay_capacity``) in ``algorithms`` (default: the loaded
+    plugins'), blaming ``replay.capacity``; None for a rule without a replay, or one no plugin
+    offers (the trainer names it)."""
     if algorithms is None:
         from mtrl.plugins import get_plugins
 
@@ -73,14 +74,13 @@ def replay_need(
     if name not in algorithms:
         return None
     spec = algorithms.get(name)
-    if spec.replay_bytes is None or spec.replay_key is None:
+    if spec.replay_bytes is None:
         return None
     size = spec.replay_bytes
     settings = spec.resolve_settings(cfg.learner)
-    key = spec.replay_key
     return ReplayNeed(
         nbytes=lambda obs, act: int(size(cfg.learner, settings, obs, act)),
-        blame=Blame(("learner", name, key), getattr(settings, key)),
+        blame=Blame(("replay", "capacity"), spec.capacity(cfg.learner)),
     )
 
 

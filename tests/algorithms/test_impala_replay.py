@@ -17,11 +17,12 @@ from mtrl.algorithms import make_learner
 from mtrl.algorithms.impala_replay import REFILL_NOTE, ImpalaReplayLearner
 from mtrl.checkpoint import check_plain
 from mtrl.config import parse_config
+from mtrl.errors import ConfigError
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
-from mtrl.replay import SequenceStorage
+from mtrl.replay import SequenceStorage, UniformSampler
 from mtrl.train import preflight
 from mtrl.train.trainer import Trainer
 
@@ -32,13 +33,17 @@ BOX = TaskSpaces(spaces.Box(-8, 8, (3,), np.float32), spaces.Box(-2, 2, (1,), np
 T = 8
 
 
-def _learner(proportion: float, replay: bool = False, capacity: int = 800) -> ImpalaReplayLearner:
+def _learner(
+    proportion: float, replay: bool = False, section: str = "{capacity: 800}"
+) -> ImpalaReplayLearner:
+    """``replay``: ``checkpoint.replay``; ``section``: the ``replay:`` section."""
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
         f"checkpoint: {{replay: {str(replay).lower()}}}\n"
         f"learner: {{algorithm: impala_replay, unroll_length: {T}, "
         "model: {encoder_dim: 16, torso: [16]}, "
-        f"impala_replay: {{proportion: {proportion}, capacity: {capacity}}}}}\n"
+        f"impala_replay: {{proportion: {proportion}}}}}\n"
+        f"replay: {section}\n"
     )
     torch.manual_seed(0)
     model = MultiTaskModel([VEC, BOX], cfg.learner.model)
@@ -153,25 +158,44 @@ def test_the_replay_is_kept_in_checkpoints_when_asked_and_refilled_when_not(
     assert fresh.replays[0].sampler.count == 0
 
 
-def test_the_replay_counts_in_the_memory_estimate_and_a_refusal_names_its_own_key() -> None:
+def test_the_replay_section_sizes_each_tasks_replay_in_env_steps() -> None:
+    """``replay.capacity`` env steps per task are ``capacity / unroll_length`` sequences
+    (rounded up), drawn uniformly; null is the rule's own 100,000."""
+    for section, sequences in (("{capacity: 800}", 100), ("{capacity: 801}", 101), ("{}", 12_500)):
+        learner = _learner(0.5, section=section)
+        for replay in learner.replays.values():
+            assert replay.storage.capacity == sequences, section
+            assert isinstance(replay.sampler, UniformSampler)
+
+
+def test_prioritized_sampling_is_refused_when_the_learner_is_built() -> None:
+    """A config read without the rules' checks (here: no plugins at parse) still meets the
+    rule's refusal before anything is allocated."""
+    with pytest.raises(ConfigError, match="draws its replayed sequences uniformly"):
+        _learner(0.5, section="{sampler: prioritized}")
+
+
+def test_the_replay_counts_in_the_memory_estimate_and_a_refusal_names_replay_capacity() -> None:
     cfg = parse_config(
-        "tasks: [{env: a/b}]\nlearner: {algorithm: impala_replay, unroll_length: 20, "
-        "impala_replay: {capacity: 1000}}\n"
+        "tasks: [{env: a/b}]\nlearner: {algorithm: impala_replay, unroll_length: 20}\n"
+        "replay: {capacity: 1000}\n"
     )
     need = preflight.replay_need(cfg)
-    assert need is not None and need.blame.field == "learner.impala_replay.capacity"
+    assert need is not None and str(need.blame) == "replay.capacity = 1000"
     want = SequenceStorage.nbytes(50, 20, VEC.observation_space, VEC.action_space)
     assert need.nbytes(VEC.observation_space, VEC.action_space) == want > 50 * 20 * 16
     assert preflight.replay_need(parse_config("tasks: [{env: a/b}]\n")) is None
+    default = parse_config("tasks: [{env: a/b}]\nlearner: {algorithm: impala_replay}\n")
+    assert str(preflight.replay_need(default).blame) == "replay.capacity = 100000"  # type: ignore[union-attr]
     huge = parse_config(
-        "tasks: [{env: a/b}]\nlearner: {algorithm: impala_replay, "
-        "impala_replay: {capacity: 10000000000000}}\n"
+        "tasks: [{env: a/b}]\nlearner: {algorithm: impala_replay}\n"
+        "replay: {capacity: 10000000000000}\n"
     )
     with pytest.raises(preflight.MemoryCheckError) as err:
         preflight.check_memory(huge)
     (line,) = err.value.problems
-    assert "learner.impala_replay.capacity = 10000000000000" in line
-    assert "; lower learner.impala_replay.capacity" in line and "sac" not in line
+    assert "replay.capacity = 10000000000000" in line
+    assert "; lower replay.capacity" in line and "sac" not in line
 
 
 def test_a_run_with_replay_learns_cartpole(tmp_path: Path) -> None:
@@ -191,7 +215,8 @@ learner:
   batch_size: 8
   learning_rate: 0.001
   model: {{encoder_dim: 32, torso: [32]}}
-  impala_replay: {{proportion: 0.5, capacity: 20000}}
+  impala_replay: {{proportion: 0.5}}
+replay: {{capacity: 20000}}
 tracking: {{console: quiet, run_dir: {tmp_path}, wandb: {{mode: disabled}},
            final_eval_episodes: 8}}
 checkpoint: {{enabled: false}}

@@ -192,7 +192,7 @@ def test_the_schema_includes_the_installed_rules_sections() -> None:
     schema = config_schema(algorithm_settings=plugins.algorithms.settings_models())
     learner = schema["$defs"]["LearnerConfig"]["properties"]
     assert learner["steady"]["properties"]["warmup"]["minimum"] == 0
-    assert learner["sac"]["properties"]["replay_capacity"]["default"] == 1_000_000
+    assert learner["sac"]["properties"]["replay_ratio"]["default"] == 256.0
     assert "bare" not in learner and "impala" not in learner
     assert "steady" not in config_schema()["$defs"]["LearnerConfig"]["properties"]
 
@@ -201,13 +201,8 @@ def test_malformed_registrations_are_problems_of_the_plugin() -> None:
     plugins, _ = _plugins(
         notamodel={"factory": lambda *a: None, "settings": dict},
         sixargs={"factory": lambda m, c, n, x, d, lr: None, "settings": Steady},
-        nosettings={"factory": lambda *a: None, "replay_bytes": lambda *a: 0},
-        wrongkey={
-            "factory": lambda *a: None,
-            "settings": Steady,
-            "replay_bytes": lambda *a: 0,
-            "replay_key": "capacity",
-        },
+        nocapacity={"factory": lambda *a: None, "replay_bytes": lambda *a: 0},
+        capacityalone={"factory": lambda *a: None, "replay_capacity": 10},
         badcheck={"factory": lambda *a: None, "checks": "no"},
     )
     errors = " | ".join(plugins.infos["rules"].errors)
@@ -216,8 +211,8 @@ def test_malformed_registrations_are_problems_of_the_plugin() -> None:
         "'sixargs': factory must accept 7 positional arguments (model, cfg, task_names, ctx, "
         "device, lr_scales, settings)"
     ) in errors
-    assert "'nosettings': replay_bytes needs settings=" in errors
-    assert "'wrongkey': replay_key must name the field of Steady" in errors
+    assert "'nocapacity': replay_capacity must be the rule's default replay.capacity" in errors
+    assert "'capacityalone': replay_capacity is given without replay_bytes" in errors
     assert "'badcheck': checks must be callable, got str" in errors
     assert [n for n in plugins.algorithms.names() if n not in BUILTIN_ALGORITHMS] == [
         "steady",
@@ -225,23 +220,26 @@ def test_malformed_registrations_are_problems_of_the_plugin() -> None:
     ]
 
 
-def test_a_plugin_rules_replay_counts_in_the_memory_check_under_its_own_key() -> None:
+def test_a_plugin_rules_replay_counts_in_the_memory_check_under_replay_capacity() -> None:
+    """A plugin's rule sizes its replay from the shared ``replay:`` section too, its own
+    default standing in for ``replay.capacity: null``."""
     plugins, _ = _plugins(
         replayer={
             "factory": lambda *a: None,
-            "settings": Steady,
-            "replay_bytes": lambda cfg, s, obs, act: s.warmup * 10**6,
-            "replay_key": "warmup",
+            "replay_bytes": lambda cfg, s, obs, act: cfg.replay.capacity_or(10**7) * 10**6,
+            "replay_capacity": 10**7,
         }
     )
-    text = "tasks: [{env: a/b}]\nlearner: {algorithm: replayer, replayer: {warmup: 10000000}}\n"
-    cfg = parse_config(text, "r.yaml", algorithms=plugins.algorithms.parallel_support())
-    with pytest.raises(preflight.MemoryCheckError) as err:
-        preflight.check_memory(cfg, algorithms=plugins.algorithms)
-    (line,) = err.value.problems
-    assert line.startswith("learner.replayer.warmup = 10000000: the run needs about ")
-    assert "(tasks[0] replay 10,000 GB)" in line
-    assert "; lower learner.replayer.warmup" in line
+    text = "tasks: [{env: a/b}]\nlearner: {algorithm: replayer}\n"
+    rules = plugins.algorithms.parallel_support()
+    for replay, value in (("", 10**7), ("replay: {capacity: 20000000}\n", 2 * 10**7)):
+        cfg = parse_config(text + replay, "r.yaml", algorithms=rules)
+        with pytest.raises(preflight.MemoryCheckError) as err:
+            preflight.check_memory(cfg, algorithms=plugins.algorithms)
+        (line,) = err.value.problems
+        assert line.startswith(f"replay.capacity = {value}: the run needs about ")
+        assert f"(tasks[0] replay {value // 1000:,} GB)" in line
+        assert "; lower replay.capacity" in line
     assert plugins.algorithms.get("replayer").has_replay
     assert not plugins.algorithms.get("steady").has_replay
 

@@ -21,7 +21,8 @@ from mtrl.plugins import get_plugins
 from mtrl.train.trainer import Trainer
 from tests.algorithms.test_sac_stacked_step import BOX, DISCRETE, IMAGE, MIXED, T, _batch, _learner
 
-ON = ", draw_on_device: true, replay_capacity: 48"  # 6 segments of T = 8 per task
+ON = ", draw_on_device: true"
+SMALL = "capacity: 48"  # the replay section: 6 segments of T = 8 per task
 
 
 def _mirror(learner: SacLearner) -> DeviceReplay:
@@ -51,7 +52,7 @@ def _assert_mirrors_host(learner: SacLearner) -> None:
 
 
 def test_the_mirror_holds_the_host_replay_through_the_rings_wrap() -> None:
-    learner = _learner(MIXED, True, sac=ON)
+    learner = _learner(MIXED, True, sac=ON, replay=SMALL)
     _updates(learner, 5)  # 15 segments into rings of 6: wrapped twice
     assert learner.gradient_steps > 0
     assert all(r.storage.segments_added == 15 for r in learner.replays)
@@ -59,7 +60,7 @@ def test_the_mirror_holds_the_host_replay_through_the_rings_wrap() -> None:
 
 
 def test_every_drawn_row_is_a_stored_transition_of_its_task() -> None:
-    learner = _learner(MIXED, True, sac=ON)
+    learner = _learner(MIXED, True, sac=ON, replay=SMALL)
     _updates(learner, 4)
     mirror = _mirror(learner)
     counts = torch.tensor([5.0, 0.0, 3.0, 6.0, 1.0, 6.0, 2.0])
@@ -86,7 +87,7 @@ def test_every_drawn_row_is_a_stored_transition_of_its_task() -> None:
 
 
 def test_the_draw_is_uniform_over_the_sampleable_items() -> None:
-    learner = _learner([BOX, BOX], True, sac=ON)
+    learner = _learner([BOX, BOX], True, sac=ON, replay=SMALL)
     _updates(learner, 3)  # 9 segments into 6: the ring wrapped; a reset step in one column of 3
     mirror = _mirror(learner)
     torch.manual_seed(0)
@@ -103,11 +104,11 @@ def test_the_draw_is_uniform_over_the_sampleable_items() -> None:
 
 
 def test_a_checkpoint_puts_the_replay_back_in_the_mirror() -> None:
-    a = _learner([BOX, BOX, DISCRETE, IMAGE], True, sac=ON)
+    a = _learner([BOX, BOX, DISCRETE, IMAGE], True, sac=ON, replay=SMALL)
     a.cfg._checkpoint_replay = True
     _updates(a, 3)
     state = a.state_dict()
-    b = _learner([BOX, BOX, DISCRETE, IMAGE], True, sac=ON)
+    b = _learner([BOX, BOX, DISCRETE, IMAGE], True, sac=ON, replay=SMALL)
     b.load_state_dict(state)
     _assert_mirrors_host(b)
     torch.manual_seed(3)
@@ -118,16 +119,16 @@ def test_a_checkpoint_puts_the_replay_back_in_the_mirror() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tasks", "sac", "why"),
+    ("tasks", "replay", "why"),
     [
-        ([BOX, BOX], ", prioritized: true", "prioritized replay"),
+        ([BOX, BOX], ", sampler: prioritized", "prioritized replay"),
         ([BOX, DISCRETE], "", "per-task step"),  # two groups of one: the per-task step on a CPU
     ],
 )
 def test_where_the_mirror_cannot_be_used_a_forced_request_says_why(
-    tasks: list, sac: str, why: str, capsys: pytest.CaptureFixture[str]
+    tasks: list, replay: str, why: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    learner = _learner(tasks, None, sac=ON + sac)
+    learner = _learner(tasks, None, sac=ON, replay=SMALL + replay)
     assert learner.stacked is None or learner.stacked.replay is None
     out = capsys.readouterr().out
     assert "draw_on_device is true, but the batches are drawn on the host" in out and why in out

@@ -19,18 +19,22 @@ from mtrl.config import parse_config
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributions import env_actions
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from mtrl.replay import PrioritizedSampler, UniformSampler
 
 BOX = TaskSpaces(spaces.Box(-8, 8, (3,), np.float32), spaces.Box(-2, 2, (1,), np.float32))
 DISCRETE = TaskSpaces(spaces.Box(-5, 5, (4,), np.float32), spaces.Discrete(2))
 T = 8
 
 
-def _learner(sac: str, replay: bool = False) -> SacLearner:
+def _learner(sac: str, replay: bool = False, section: str = "{}") -> SacLearner:
+    """``sac``: the ``learner.sac`` section; ``replay``: ``checkpoint.replay``; ``section``:
+    the ``replay:`` section."""
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
         f"checkpoint: {{replay: {str(replay).lower()}}}\n"
         f"learner: {{algorithm: sac, unroll_length: {T}, model: {{encoder_dim: 16, torso: [16]}},"
         f" sac: {sac}}}\n"
+        f"replay: {section}\n"
     )
     torch.manual_seed(0)
     model = MultiTaskModel([BOX, DISCRETE], cfg.learner.model)
@@ -157,10 +161,23 @@ def test_the_state_is_plain_data_and_keeps_the_replay_when_asked(replay: bool) -
         assert other.update(batches) == first
 
 
+def test_the_replay_section_sizes_and_samples_each_tasks_replay() -> None:
+    """``replay.capacity`` transitions per task (null: SAC's 1,000,000) and the section's
+    sampler with its exponents."""
+    learner = _learner("{}", section="{capacity: 44, sampler: prioritized, priority_alpha: 0.3}")
+    for replay in learner.replays:
+        assert replay.storage.capacity == 48, "rounded up to whole unrolls of T = 8"
+        assert isinstance(replay.sampler, PrioritizedSampler) and replay.sampler.alpha == 0.3
+    default = _learner("{}")
+    for replay in default.replays:
+        assert replay.storage.capacity == 1_000_000
+        assert isinstance(replay.sampler, UniformSampler)
+
+
 def test_prioritized_replay_takes_the_critics_td_errors() -> None:
     learner = _learner(
-        "{prioritized: true, priority_beta: 0.4, replay_ratio: 4, batch_size: 16, "
-        "learning_starts: 1}"
+        "{replay_ratio: 4, batch_size: 16, learning_starts: 1}",
+        section="{sampler: prioritized, priority_beta: 0.4}",
     )
     learner.set_progress(0.5)
     assert [r.sampler.beta for r in learner.replays] == [0.7, 0.7]

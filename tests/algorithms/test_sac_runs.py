@@ -264,24 +264,25 @@ def test_the_replay_counts_in_the_memory_check() -> None:
     cartpole = (spaces.Box(-np.inf, np.inf, (4,), np.float32), spaces.Discrete(2))
     image = (spaces.Box(0, 255, (4, 84, 84), np.uint8), spaces.Discrete(6))
     tasks = [{"env": "a/x", "num_envs": 4}, {"env": "a/y", "num_envs": 4}]
-    sac = {"algorithm": "sac", "unroll_length": 10, "sac": {"replay_capacity": 100_000}}
-    cfg = ExperimentConfig.model_validate({"tasks": tasks, "learner": sac})
+    sac = {"algorithm": "sac", "unroll_length": 10}
+    replay = {"capacity": 100_000}
+    cfg = ExperimentConfig.model_validate({"tasks": tasks, "learner": sac, "replay": replay})
     replay = preflight.replay_need(cfg)
     sizes = preflight.task_sizes(cfg, [cartpole, image], replay)
     parts = {p.what: p for p in preflight.estimate(cfg, sizes, on_device=False, replay=replay)}
     for i, (obs, act) in enumerate([cartpole, image]):
         part = parts[f"tasks[{i}] replay"]
         assert part.nbytes == TransitionStorage.nbytes(100_000, 10, obs, act)
-        assert not part.on_device and part.blame[0].field == "learner.sac.replay_capacity"
+        assert not part.on_device and part.blame[0].field == "replay.capacity"
     assert parts["tasks[1] replay"].nbytes > 2.8e9  # 84x84x4 bytes x 100k, and a bit
     impala = ExperimentConfig.model_validate({"tasks": tasks})
     assert preflight.replay_need(impala) is None
     plain = preflight.task_sizes(impala, [cartpole, image])
     assert not any("replay" in p.what for p in preflight.estimate(impala, plain, False))
     # Lower bound (no spaces): one byte of observation per transition still counts.
-    huge = {**sac, "sac": {"replay_capacity": 10**13}}
+    huge = {"tasks": tasks, "learner": sac, "replay": {"capacity": 10**13}}
     with pytest.raises(preflight.MemoryCheckError) as err:
-        preflight.check_memory(ExperimentConfig.model_validate({"tasks": tasks, "learner": huge}))
+        preflight.check_memory(ExperimentConfig.model_validate(huge))
     (line,) = err.value.problems
-    assert "learner.sac.replay_capacity = 10000000000000" in line
-    assert "; lower learner.sac.replay_capacity" in line
+    assert "replay.capacity = 10000000000000" in line
+    assert "; lower replay.capacity" in line

@@ -29,14 +29,22 @@ MIXED = [BOX, OTHER, DISCRETE, DISCRETE, IMAGE, INTS, BOX]
 
 
 def _learner(
-    tasks: list[TaskSpaces], stacked: bool | None, sac: str = "", model: str = "", **over: str
+    tasks: list[TaskSpaces],
+    stacked: bool | None,
+    sac: str = "",
+    model: str = "",
+    replay: str = "",
+    **over: str,
 ) -> SacLearner:
+    """``sac``, ``model``: more keys of those sections (each after a comma); ``replay``: the
+    ``replay:`` section's keys."""
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
         f"learner: {{algorithm: sac, unroll_length: {T}, "
         f"model: {{encoder_dim: 16, torso: [16, 16] {model}}}, "
         f"multitask: {{gradients: {over.get('gradients', 'sum')}}}, "
         f"sac: {{replay_ratio: 4, batch_size: 24, learning_starts: 1 {sac}}}}}\n"
+        f"replay: {{{replay}}}\n"
     )
     torch.manual_seed(0)
     net = MultiTaskModel(tasks, cfg.learner.model)
@@ -124,14 +132,14 @@ CASES = {
     "uneven counts": ([BOX] * 3, {}, [11, 2, 11]),
     "a task absent from the batch": ([BOX] * 3, {}, [12, 0, 12]),
     "one task": ([BOX], {}, [24]),
-    "prioritized": ([BOX] * 3, {"sac": ", prioritized: true"}, [5, 9, 10]),
+    "prioritized": ([BOX] * 3, {"replay": "sampler: prioritized"}, [5, 9, 10]),
     "pcgrad": ([BOX] * 3, {"gradients": "pcgrad"}, [8, 8, 8]),
     "cagrad": ([BOX] * 3, {"gradients": "cagrad"}, [6, 8, 10]),
     "moe torso": ([BOX] * 3, {"model": ", torso_mixture: {kind: moe, experts: 2}"}, [8, 8, 8]),
     "clipped": ([BOX] * 3, {"sac": ", max_grad_norm: 0.5"}, [8, 8, 8]),
     "mixed spaces": (MIXED, {}, [4, 3, 4, 2, 4, 4, 3]),
     "mixed, a Discrete task absent": (MIXED, {}, [6, 3, 0, 5, 4, 3, 3]),
-    "mixed, prioritized": (MIXED, {"sac": ", prioritized: true"}, [4, 3, 4, 2, 4, 4, 3]),
+    "mixed, prioritized": (MIXED, {"replay": "sampler: prioritized"}, [4, 3, 4, 2, 4, 4, 3]),
     "mixed, cagrad": (MIXED, {"gradients": "cagrad"}, [4, 3, 4, 2, 4, 4, 3]),
     "mixed, soft modular torso": (
         MIXED,

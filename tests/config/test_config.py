@@ -27,7 +27,7 @@ def test_every_shipped_config_validates_against_installed_plugins(path: Path) ->
     plugin, job = OWN_VENV.get(path.name, (None, None))
     if plugin is not None and plugin not in get_plugins().infos:
         pytest.skip(f"{path.name} needs the {plugin} plugin, in its own venv: {job}")
-    cfg = load_config(path, env_ids=get_plugins().envs.ids())
+    cfg = load_config(path, **get_plugins().config_context())
     assert cfg.tasks
 
 

@@ -9,9 +9,10 @@ Each update:
    behaviour log-probabilities, policy versions and, for a recurrent core, its state at the
    start);
 2. for a task's ``N`` fresh env columns, ``round(N x p / (1 - p))`` sequences of the same task
-   are drawn uniformly from its replay (``p`` = ``learner.impala_replay.proportion``), once it
-   holds that many; they carry the fresh batch's loss weight, so the scheduler's shares and
-   loss weights hold for the mixed batch as for the fresh one;
+   are drawn uniformly from its replay (``p`` = ``learner.impala_replay.proportion``; its size
+   is ``replay.capacity``), once it holds that many; they carry the fresh batch's loss
+   weight, so the scheduler's shares and loss weights hold for the mixed batch as for the
+   fresh one;
 3. :class:`~mtrl.algorithms.impala.learner.ImpalaLearner` (or the parallel learner
    ``learner.parallel`` chooses) updates on fresh and replayed batches together. V-trace's
    truncated importance weights (``rho_bar``, ``c_bar``) correct both for the policy that
@@ -33,12 +34,13 @@ import torch
 
 from mtrl.algorithms.feed import batch_to_unroll
 from mtrl.algorithms.impala.parallel import make_impala_learner
+from mtrl.algorithms.impala_replay.memory import sequences
 from mtrl.algorithms.impala_replay.settings import ImpalaReplaySettings
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.protocol import Learner
-from mtrl.replay import SequenceStorage, TaskReplay, UniformSampler
+from mtrl.replay import SequenceStorage, TaskReplay, task_replay
 from mtrl.sync.replica_state import ReplicaState
 
 __all__ = ["REFILL_NOTE", "ImpalaReplayLearner", "make_impala_replay_learner"]
@@ -73,10 +75,10 @@ class ImpalaReplayLearner:
                 space.observation_space,
                 space.action_space,
                 cfg.unroll_length,
-                self.replay_cfg.sequences(cfg.unroll_length),
+                sequences(cfg),
                 state_size,
             )
-            self.replays[k] = TaskReplay(storage, UniformSampler(storage.capacity))
+            self.replays[k] = task_replay(storage, cfg.replay)
         self.rng = np.random.default_rng(seed)
         self._replayed: dict[int, int] = {}
 

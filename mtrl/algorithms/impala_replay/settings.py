@@ -5,18 +5,31 @@
 LASER's recipe (Schmitt et al. 2020): every update trains on the fresh unrolls *and* on
 unrolls drawn again from a per-task replay, in a set proportion, V-trace correcting both for
 the policy that acted. The rule is :mod:`mtrl.algorithms.impala_replay.learner`; every IMPALA
-setting (``learner.learning_rate``, PopArt, the parallel modes, ...) applies as it is.
+setting (``learner.learning_rate``, PopArt, the parallel modes, ...) applies as it is; the
+replay's size is the experiment's ``replay:`` section, shared with every replay-based rule.
 """
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveInt
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import Field
 
 from mtrl.config.base import ConfigModel
 
+DEFAULT_CAPACITY = 100_000
+"""Env steps IMPALA with replay keeps per task when ``replay.capacity`` is null."""
+
 
 class ImpalaReplaySettings(ConfigModel):
-    """How much of each batch is replayed, and how much each task's replay holds."""
+    """How much of each batch is replayed (how much each task's replay holds is the
+    experiment's ``replay:`` section)."""
+
+    moved_keys: ClassVar[Mapping[str, str]] = {
+        "capacity": "replay.capacity (the top-level replay: section every replay-based rule "
+        "reads; the same env steps per task)",
+    }
 
     proportion: float = Field(default=0.5, ge=0, lt=1)
     """Share of each update's env columns drawn from the replay: for a task's ``N`` fresh
@@ -26,13 +39,6 @@ class ImpalaReplaySettings(ConfigModel):
     so an update trains on ``batch_size / (1 - p)`` columns: to keep plain IMPALA's batch and
     update ``1 / (1 - p)`` times as often per env step (LASER's trade), set ``batch_size`` to
     ``(1 - p)`` of IMPALA's."""
-    capacity: PositiveInt = 100_000
-    """Env steps kept per task, as whole unrolls of one env copy (rounded up); the oldest are
-    overwritten. Host memory, counted by the pre-flight check."""
-
-    def sequences(self, unroll_length: int) -> int:
-        """Sequences (one env copy's unroll each) a task's replay holds."""
-        return -(-self.capacity // unroll_length)
 
     def replayed_columns(self, fresh: int) -> int:
         """Replayed env columns that go with ``fresh`` fresh ones of a task."""

@@ -77,7 +77,7 @@ def why_not(learner: SacLearner) -> str | None:
         return "learner.sac.draw_on_device is false"
     if learner.stacked is None:
         return "the tasks take the per-task step (mtrl.algorithms.sac.stacked_step.why_not)"
-    if learner.sac.prioritized:
+    if learner.cfg.replay.prioritized:
         return "prioritized replay (its sum-trees live on the host)"
     if learner.distributed:
         return "data-parallel replicas"

@@ -43,7 +43,7 @@ def why_not(learner: Any) -> str | None:
         return f"the learner is on {learner.device.type}, not a CUDA GPU"
     if learner.distributed:
         return "data-parallel replicas (their all-reduces run between the step's parts)"
-    if learner.sac.prioritized:
+    if learner.cfg.replay.prioritized:
         return "prioritized replay (its priorities go back to the host every step)"
     if learner.combining:
         return "combined task gradients (their solvers run on the host)"

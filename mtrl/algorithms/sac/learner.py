@@ -47,7 +47,7 @@ from mtrl.algorithms.sac.networks import (
     squashed_params_many,
 )
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
-from mtrl.algorithms.sac.settings import SacSettings
+from mtrl.algorithms.sac.settings import DEFAULT_CAPACITY, SacSettings
 from mtrl.algorithms.sac.stacked_batch import HostBatch, draw
 from mtrl.algorithms.sac.stacked_step import StackedSac
 from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
@@ -57,7 +57,7 @@ from mtrl.learner.distributions import DiagGaussian
 from mtrl.learner.model import MultiTaskModel, Obs
 from mtrl.learner.optim import adam_step, clear_grads, param_groups
 from mtrl.learner.task_gradients import GradientCombiner
-from mtrl.replay import PrioritizedSampler, TaskReplay, TransitionStorage, UniformSampler
+from mtrl.replay import TaskReplay, TransitionStorage, set_beta, task_replay
 
 __all__ = ["REFILL_NOTE", "SacLearner"]
 
@@ -170,20 +170,16 @@ class SacLearner:
         self.diagnostics = SacDiagnostics(task_names, self.device)
 
     def _replay(self, task: int) -> TaskReplay:
-        sac, space = self.sac, self.spaces[task]
+        """Task ``task``'s replay of transitions, as the ``replay:`` section says."""
+        space, replay = self.spaces[task], self.cfg.replay
         storage = TransitionStorage(
             task,
             space.observation_space,
             space.action_space,
             self.cfg.unroll_length,
-            sac.replay_capacity,
+            replay.capacity_or(DEFAULT_CAPACITY),
         )
-        sampler = (
-            PrioritizedSampler(storage.capacity, sac.priority_alpha, sac.priority_beta)
-            if sac.prioritized
-            else UniformSampler(storage.capacity)
-        )
-        return TaskReplay(storage, sampler)
+        return task_replay(storage, replay)
 
     @property
     def local_tasks(self) -> list[int]:
@@ -197,11 +193,7 @@ class SacLearner:
 
     def set_progress(self, progress: float) -> None:
         """Anneal the importance-sampling exponent of prioritized replay towards 1."""
-        if self.sac.prioritized:
-            p = min(max(float(progress), 0.0), 1.0)
-            beta = self.sac.priority_beta + (1.0 - self.sac.priority_beta) * p
-            for replay in self.replays:
-                replay.sampler.beta = beta
+        set_beta(self.replays, self.cfg.replay, progress)
 
     def ready_tasks(self) -> list[int]:
         """Tasks whose replay holds at least ``learning_starts`` sampleable transitions."""
@@ -379,7 +371,7 @@ class SacLearner:
         with torch.no_grad():
             torch._foreach_lerp_(self.target_params, self.critic_params, sac.tau)
         self.diagnostics.record(rows, local, alpha, entropy, q1.detach(), td)
-        if sac.prioritized:
+        if self.cfg.replay.prioritized:
             at, errors = 0, td.cpu().numpy()
             for g in groups:
                 for task, n, indices in zip(g.tasks, g.sizes, g.indices, strict=True):

@@ -5,24 +5,36 @@ Soft actor-critic (Haarnoja et al. 2018) over a per-task replay, multi-task as i
 MT-SAC (Yu et al. 2019), with SAC-discrete (Christodoulou 2019) for ``Discrete`` actions; the
 rule itself is :mod:`mtrl.algorithms.sac`. ``learner.gamma`` is its discount; IMPALA's fields
 (``learning_rate``, ``lr_schedule``, ``optimizer``, the entropy and value coefficients,
-PopArt) do not apply to it.
+PopArt) do not apply to it. Its replay's size and sampler are the experiment's ``replay:``
+section, shared with every replay-based rule.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import ClassVar, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from mtrl.config.base import ConfigModel
 
+DEFAULT_CAPACITY = 1_000_000
+"""Transitions (env steps) SAC keeps per task when ``replay.capacity`` is null."""
+
+_SHARED = "the top-level replay: section every replay-based rule reads"
+
 
 class SacSettings(ConfigModel):
-    """Replay, sampling and optimisation of the SAC rule."""
+    """Sampling and optimisation of the SAC rule (its replay's size and sampler are the
+    experiment's ``replay:`` section)."""
 
-    replay_capacity: PositiveInt = 1_000_000
-    """Transitions kept per task (rounded up to whole unrolls of one env copy); the oldest are
-    overwritten. Each task's replay lives in host memory, counted by the pre-flight check."""
+    moved_keys: ClassVar[Mapping[str, str]] = {
+        "replay_capacity": f"replay.capacity ({_SHARED})",
+        "prioritized": f"replay.sampler: prioritized ({_SHARED})",
+        "priority_alpha": f"replay.priority_alpha ({_SHARED})",
+        "priority_beta": f"replay.priority_beta ({_SHARED})",
+    }
+
     replay_ratio: PositiveFloat = 256.0
     """Samples trained per env step, whatever the actors' speed: each update takes
     ``replay_ratio x new env steps / batch_size`` gradient steps (the fraction carried to the
@@ -60,12 +72,6 @@ class SacSettings(ConfigModel):
     image, text, Dict or Tuple observation has its own encoder and takes the action after it,
     as ``hidden`` does. ``hidden``: added to the encoded observation, ``act(x + W a)`` (DDPG's
     critic), the action meeting the state in one nonlinearity."""
-    prioritized: bool = False
-    """Prioritized replay (Schaul et al. 2016) by the critics' TD errors, per task."""
-    priority_alpha: float = Field(default=0.6, ge=0)
-    """Prioritisation exponent (0: uniform)."""
-    priority_beta: float = Field(default=0.4, ge=0, le=1)
-    """Importance-sampling exponent at the start; it rises linearly to 1 over the run."""
     max_grad_norm: PositiveFloat | None = None
     """Global gradient-norm clip of each of the three optimisers (None: no clipping, as in
     SAC)."""

@@ -234,7 +234,7 @@ class StackedSac:
             return self.graphed.run(host)
         batches, count = on_device(self.groups, host, lr.device)
         losses_, tds = self.step_on(batches, count)
-        if lr.sac.prioritized:
+        if lr.cfg.replay.prioritized:
             errors = [td.cpu().numpy() for td in tds]
             where = {t: (gi, i) for gi, g in enumerate(self.groups) for i, t in enumerate(g.tasks)}
             for task, idx in host.indices.items():
