@@ -34,11 +34,16 @@ class ConfigError(UserError):
     """An experiment config failed to load or validate; ``problems`` has one line per issue."""
 
 
-class UnknownEnvError(UserError, KeyError):
-    """An env id that no loaded plugin registered."""
+class UnknownNameError(UserError, KeyError):
+    """A name (env id, learning rule, scheduling policy, tracker) that no loaded plugin
+    registered; the message says which are known (did-you-mean)."""
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise
         return str(self.args[0])
+
+
+class UnknownEnvError(UnknownNameError):
+    """An env id that no loaded plugin registered."""
 
 
 class EnvKwargsError(UserError, ValueError):

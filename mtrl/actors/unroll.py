@@ -21,6 +21,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from mtrl.learner.unroll_record import ARRAY_FIELDS, STEP_DTYPES, UnrollRecord
+
 ObsArray = np.ndarray | dict[str, np.ndarray]
 FieldSpec = tuple[tuple[int, ...], np.dtype]
 
@@ -59,11 +61,7 @@ def unroll_fields(
     _obs_fields(obs_space, "obs", (T + 1, N), fields)
     shape, dtype = raw_action_layout(action_space)
     fields["actions"] = ((T, N, *shape), dtype)
-    fields["behaviour_logp"] = ((T, N), np.dtype(np.float32))
-    fields["rewards"] = ((T, N), np.dtype(np.float32))
-    fields["terminated"] = ((T, N), np.dtype(bool))
-    fields["truncated"] = ((T, N), np.dtype(bool))
-    fields["valid"] = ((T, N), np.dtype(bool))
+    fields.update({name: ((T, N), dtype) for name, dtype in STEP_DTYPES.items()})
     fields["versions"] = ((T,), np.dtype(np.int64))
     if state_size > 0:
         fields["core_state"] = ((N, state_size), np.dtype(np.float32))
@@ -100,34 +98,24 @@ def copy_obs_row(obs: ObsArray, dst: int, src_obs: ObsArray, src: int) -> None:
 
 
 @dataclass
-class UnrollBuffer:
-    """Storage for one unroll of ``T`` steps of ``N`` env copies of one task."""
+class UnrollBuffer(UnrollRecord[np.ndarray]):
+    """Storage for one unroll of ``T`` steps of ``N`` env copies of one task: the unroll
+    record's arrays (:class:`~mtrl.learner.unroll_record.UnrollRecord`, ``obs`` an
+    :data:`ObsArray`) with the weights version that acted at each step."""
 
-    task: int
-    obs: ObsArray  # [T+1, N, *obs]
-    actions: np.ndarray  # [T, N, *raw_action]
-    behaviour_logp: np.ndarray  # [T, N] float32
-    rewards: np.ndarray  # [T, N] float32, reward_scale applied
-    terminated: np.ndarray  # [T, N] bool
-    truncated: np.ndarray  # [T, N] bool
-    valid: np.ndarray  # [T, N] bool: false on reset steps
     versions: np.ndarray  # [T] int64: weights version that acted at step t
     core_state: np.ndarray | None = None  # [N, S] float32: recurrent state before row 0
 
     @classmethod
     def from_arrays(cls, task: int, arrays: Mapping[str, np.ndarray]) -> UnrollBuffer:
         """A buffer over existing arrays named as by :func:`unroll_fields` (no copies)."""
+        steps = {name: arrays[name] for name in ARRAY_FIELDS if name != "obs"}
         return cls(
             task=task,
             obs=_nest_obs(arrays),
-            actions=arrays["actions"],
-            behaviour_logp=arrays["behaviour_logp"],
-            rewards=arrays["rewards"],
-            terminated=arrays["terminated"],
-            truncated=arrays["truncated"],
-            valid=arrays["valid"],
             versions=arrays["versions"],
             core_state=arrays.get("core_state"),
+            **steps,
         )
 
     @classmethod

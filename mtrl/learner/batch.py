@@ -13,25 +13,18 @@ import torch
 
 from mtrl.learner.device import to_device
 from mtrl.learner.model import obs_to_tensor
+from mtrl.learner.unroll_record import ARRAY_FIELDS, UnrollRecord
 
 Obs = torch.Tensor | dict[str, torch.Tensor]
 
-#: The per-step arrays of a batch (everything but ``task`` and ``policy_version``).
-ARRAY_FIELDS = ("obs", "actions", "behaviour_logp", "rewards", "terminated", "truncated", "valid")
+__all__ = ["ARRAY_FIELDS", "Obs", "TaskBatch", "task_batch"]
 
 
 @dataclass
-class TaskBatch:
-    """``T`` steps of ``N`` env copies of task ``task``; ``obs`` has ``T + 1`` rows."""
+class TaskBatch(UnrollRecord[torch.Tensor]):
+    """An unroll record as tensors on the learner's device (:class:`UnrollRecord`'s fields,
+    ``obs`` a tensor or dict of tensors), with the oldest weights version that acted in it."""
 
-    task: int
-    obs: Obs  # [T+1, N, *obs]
-    actions: torch.Tensor  # [T, N, *raw_action]
-    behaviour_logp: torch.Tensor  # [T, N]
-    rewards: torch.Tensor  # [T, N] (reward_scale applied)
-    terminated: torch.Tensor  # [T, N] bool
-    truncated: torch.Tensor  # [T, N] bool
-    valid: torch.Tensor  # [T, N] bool; false on reset steps
     policy_version: int
     loss_weight: float = 1.0
     """Multiplies this batch's loss (policy, value and entropy terms): the trainer's per-task
@@ -51,8 +44,9 @@ class TaskBatch:
 
 
 def task_batch(source: Any, device: torch.device | str) -> TaskBatch:
-    """A :class:`TaskBatch` on ``device`` from anything with its field names: an actor's unroll
-    buffer (numpy arrays; on the CPU the tensors share their memory) or another batch."""
+    """A :class:`TaskBatch` on ``device`` from another unroll record with a ``policy_version``:
+    an actor's unroll buffer or a replayed sequence batch (numpy arrays; on the CPU the tensors
+    share their memory), or another batch."""
     state = getattr(source, "core_state", None)
     return TaskBatch(
         task=source.task,

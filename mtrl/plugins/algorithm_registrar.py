@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from mtrl.config import ModelConfig
-from mtrl.errors import UserError
+from mtrl.errors import UnknownNameError
 from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 
 #: The ways a learner can be spread over torchrun replicas (``learner.parallel``): plain data
@@ -43,11 +43,8 @@ ConfigCheck = Callable[[Any, Any], list[str]]
 rule (empty: none); ``settings`` is None for a rule without a settings model."""
 
 
-class UnknownAlgorithmError(UserError, KeyError):
+class UnknownAlgorithmError(UnknownNameError):
     """A learning-rule name that no loaded plugin registered."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message otherwise
-        return str(self.args[0])
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mtrl.errors import UserError
+from mtrl.errors import UnknownNameError
 from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 
 
-class UnknownPolicyError(UserError, KeyError):
+class UnknownPolicyError(UnknownNameError):
     """A scheduling policy name that no loaded plugin registered."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message otherwise
-        return str(self.args[0])
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mtrl.errors import UserError
+from mtrl.errors import UnknownNameError
 from mtrl.names import NO_TRACKERS
 from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 
 
-class UnknownTrackerError(UserError, KeyError):
+class UnknownTrackerError(UnknownNameError):
     """A tracker name that no loaded plugin registered."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message otherwise
-        return str(self.args[0])
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ import gymnasium as gym
 import numpy as np
 
 from mtrl.actors.unroll import ObsArray, UnrollBuffer, unroll_fields
+from mtrl.learner.unroll_record import UnrollRecord
 from mtrl.replay.state import arrays_to_plain, load_arrays, require
 
 __all__ = [
@@ -292,19 +293,12 @@ class TransitionStorage(SegmentRing):
 
 
 @dataclass
-class SequenceBatch:
-    """``n`` stored sequences, time-major like an unroll (:class:`~mtrl.learner.batch.
-    TaskBatch` takes it as it is): run the core from ``core_state`` over all ``T`` rows,
-    zeroing it where ``valid`` says an episode starts, and train on ``loss_mask`` only."""
+class SequenceBatch(UnrollRecord[np.ndarray]):
+    """``n`` stored sequences as an unroll record (``N = n``; ``valid`` false on reset steps,
+    burn-in rows keeping their own value), which :func:`~mtrl.learner.batch.task_batch` takes
+    as it is: run the core from ``core_state`` over all ``T`` rows, zeroing it where ``valid``
+    says an episode starts, and train on ``loss_mask`` only."""
 
-    task: int
-    obs: ObsArray  # [T+1, n, *obs]
-    actions: np.ndarray  # [T, n, *raw_action]
-    behaviour_logp: np.ndarray  # [T, n]
-    rewards: np.ndarray  # [T, n]
-    terminated: np.ndarray  # [T, n]
-    truncated: np.ndarray  # [T, n]
-    valid: np.ndarray  # [T, n]: false on reset steps (burn-in rows keep their own value)
     versions: np.ndarray  # [T, n]
     core_state: np.ndarray | None  # [n, S]: the core state before row 0
     loss_mask: np.ndarray  # [T, n]: valid and past the burn-in prefix
