@@ -14,7 +14,7 @@ from mtrl.algorithms.sac import memory as sac_memory
 from mtrl.algorithms.sac import settings as sac_settings
 from mtrl.algorithms.sac.checks import check_config as sac_checks
 from mtrl.algorithms.sac.networks import install_policy_heads
-from mtrl.algorithms.sac.settings import SAC_MODEL_DEFAULTS
+from mtrl.algorithms.sac.settings import SAC_LEARNER_DEFAULTS
 from mtrl.plugins.algorithm_registrar import (
     PARALLEL_MODES,
     AlgorithmRegistrar,
@@ -59,7 +59,7 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         replay_bytes=sac_memory.replay_bytes,
         replay_capacity=sac_settings.DEFAULT_CAPACITY,
         checks=sac_checks,
-        model_defaults=SAC_MODEL_DEFAULTS,
+        learner_defaults=SAC_LEARNER_DEFAULTS,
         description="multi-task soft actor-critic, per-task replay and temperature (off-policy)",
     )
 

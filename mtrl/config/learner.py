@@ -206,7 +206,9 @@ class LearnerConfig(ConfigModel):
     """The learner: its learning rule (IMPALA with V-trace and per-task PopArt by default),
     the model and how it is spread over devices. A rule's own settings go in a section named
     after the rule (``learner.sac:``), checked with the rule's own model (``mtrl plugins``
-    lists the installed rules; ``mtrl schema`` gives their sections)."""
+    lists the installed rules; ``mtrl schema`` gives their sections). The defaults below are
+    the actor-critic's; a rule may bring its own for the keys a config leaves out (SAC's:
+    docs/ALGORITHMS.md), and the run directory's ``config.yaml`` holds the values used."""
 
     # Extra keys are learning rules' sections, each checked by ``_rule_sections``.
     model_config = ConfigDict(
@@ -283,9 +285,7 @@ class LearnerConfig(ConfigModel):
     """Global gradient-norm clip."""
     popart: PopArtConfig = Field(default_factory=PopArtConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
-    """The network's shape. A learning rule may bring its own defaults for the keys a config
-    leaves out (``mtrl plugins`` and docs/ALGORITHMS.md say which); the run directory's
-    ``config.yaml`` holds the values used."""
+    """The network's shape (a rule's own defaults may replace these, as the section says)."""
     device: str = "auto"
     """``auto`` (cuda when each learner replica of the node gets a GPU of its own, else cpu),
     ``cpu``, ``cuda[:N]``, ``xla[:N]`` or ``mps``.
@@ -346,20 +346,17 @@ class LearnerConfig(ConfigModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _rule_model_defaults(cls, data: Any, info: ValidationInfo) -> Any:
-        """The chosen rule's own ``learner.model`` defaults (context key
-        ``algorithm_model_defaults``: a rule's registration may bring them) under the keys the
-        config leaves out, so the resolved config, the learner and the actors' copies of the
-        policy all hold the same shapes; keys the config sets win."""
-        own = (info.context or {}).get("algorithm_model_defaults") or {}
+    def _rule_learner_defaults(cls, data: Any, info: ValidationInfo) -> Any:
+        """The chosen rule's own defaults for ``learner`` keys (context key
+        ``algorithm_learner_defaults``: a rule's registration may bring them) under the keys the
+        config leaves out, nested sections (``model``) key by key, so the resolved config, the
+        learner and the actors' copies of the policy all agree; keys the config sets win."""
+        own = (info.context or {}).get("algorithm_learner_defaults") or {}
         if not own or not isinstance(data, dict):
             return data
         rule = data.get("algorithm", cls.model_fields["algorithm"].default)
         defaults = own.get(rule) if isinstance(rule, str) else None
-        model = data.get("model", {})
-        if not defaults or not isinstance(model, dict):
-            return data
-        return {**data, "model": {**defaults, **model}}
+        return fill_defaults(data, defaults) if defaults else data
 
     @property
     def replay(self) -> ReplayConfig:
@@ -445,3 +442,15 @@ def _algorithms(info: ValidationInfo) -> Mapping[str, set[str]]:
     plugin registry) or the built-ins."""
     known = (info.context or {}).get("algorithms")
     return BUILTIN_ALGORITHMS if known is None else known
+
+
+def fill_defaults(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` with ``defaults`` under the keys it lacks; where both hold a mapping, the same
+    one level down (a key ``given`` sets always wins, and its value is kept as it is)."""
+    out = dict(given)
+    for key, value in defaults.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(out[key], Mapping) and isinstance(value, Mapping):
+            out[key] = fill_defaults(out[key], value)
+    return out

@@ -228,7 +228,7 @@ def parse_config(
     algorithms: Mapping[str, Iterable[str]] | None = None,
     algorithm_settings: Mapping[str, type[BaseModel] | None] | None = None,
     algorithm_checks: Mapping[str, RuleCheck] | None = None,
-    algorithm_model_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    algorithm_learner_defaults: Mapping[str, Mapping[str, Any]] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Validate YAML ``text``; ``env_ids`` (the plugin registry's ids) enables id checks.
@@ -249,9 +249,9 @@ def parse_config(
     (``plugins.algorithms.settings_models()``) maps every installed rule to its settings model
     (or None), which validates its ``learner.<rule>:`` section as ``tracker_settings`` does a
     tracker's; ``algorithm_checks`` (``plugins.algorithms.config_checks()``) maps rules to their
-    own config checks, run on the chosen rule; ``algorithm_model_defaults``
-    (``plugins.algorithms.model_defaults()``) maps rules to their own ``learner.model`` defaults,
-    filled into a config that chooses the rule and leaves those keys out.
+    own config checks, run on the chosen rule; ``algorithm_learner_defaults``
+    (``plugins.algorithms.learner_defaults()``) maps rules to their own defaults for ``learner``
+    keys (``model`` among them), filled into a config that chooses the rule and leaves them out.
     ``Plugins.config_context()`` gives all of these.
 
     The text is held to the limits of :mod:`mtrl.config.safe_yaml` (size, nesting, aliases).
@@ -278,8 +278,8 @@ def parse_config(
         context["algorithm_settings"] = dict(algorithm_settings)
     if algorithm_checks is not None:
         context["algorithm_checks"] = dict(algorithm_checks)
-    if algorithm_model_defaults is not None:
-        context["algorithm_model_defaults"] = dict(algorithm_model_defaults)
+    if algorithm_learner_defaults is not None:
+        context["algorithm_learner_defaults"] = dict(algorithm_learner_defaults)
     try:
         cfg, error = ExperimentConfig.model_validate(data, context=context or None), None
     except ValidationError as e:
@@ -300,7 +300,7 @@ def load_config(
     algorithms: Mapping[str, Iterable[str]] | None = None,
     algorithm_settings: Mapping[str, type[BaseModel] | None] | None = None,
     algorithm_checks: Mapping[str, RuleCheck] | None = None,
-    algorithm_model_defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    algorithm_learner_defaults: Mapping[str, Mapping[str, Any]] | None = None,
     env_note: EnvNote | None = None,
 ) -> ExperimentConfig:
     """Read and validate the YAML config at ``path`` (see :func:`parse_config`)."""
@@ -315,7 +315,7 @@ def load_config(
         algorithms=algorithms,
         algorithm_settings=algorithm_settings,
         algorithm_checks=algorithm_checks,
-        algorithm_model_defaults=algorithm_model_defaults,
+        algorithm_learner_defaults=algorithm_learner_defaults,
         env_note=env_note,
     )
 

@@ -8,11 +8,11 @@ pydantic model (``settings=``: the config's ``learner.<name>:`` section is valid
 the factory gets the validated section as its seventh argument), its own config checks
 (``checks=``), the memory of its replay (``replay_bytes=``, for the pre-flight estimate, with
 ``replay_capacity=``: its default size when the experiment's ``replay.capacity`` is null),
-what it changes in a model to act (``prepare_model=``) and its own defaults for the model's
-shape (``model_defaults=``: ``learner.model`` keys a config leaves out). The registry hands
-the models, checks and model defaults to config validation
+what it changes in a model to act (``prepare_model=``) and its own defaults for ``learner``
+keys a config leaves out (``learner_defaults=``: the model's shape, the unroll). The registry
+hands the models, checks and defaults to config validation
 (:meth:`AlgorithmRegistry.settings_models`, :meth:`AlgorithmRegistry.config_checks`,
-:meth:`AlgorithmRegistry.model_defaults`), so the config layer never imports this one, and the
+:meth:`AlgorithmRegistry.learner_defaults`), so the config layer never imports this one, and the
 host asks the spec, never a rule's name, what the rule needs.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from mtrl.config import ModelConfig
+from mtrl.config import LearnerConfig
 from mtrl.errors import UnknownNameError
 from mtrl.plugins.named_registry import NamedRegistrar, NamedRegistry
 
@@ -61,9 +61,10 @@ class AlgorithmSpec:
     the experiment's ``replay.capacity`` (which a memory refusal names), and
     ``replay_capacity``: the rule's own default of it, in env steps per task, when the config
     leaves it null. ``checks``: the rule's own config checks.
-    ``model_defaults``: the rule's own values for ``learner.model`` keys a config leaves out
-    (a rule whose networks want another shape than the actor-critic's default), filled in when
-    the config is validated, so every part of the run builds the same model.
+    ``learner_defaults``: the rule's own values for ``learner`` keys a config leaves out (a
+    rule whose networks or unrolls want other settings than the actor-critic's defaults; a
+    nested section such as ``model`` key by key), filled in when the config is validated, so
+    every part of the run builds the same model.
     """
 
     name: str
@@ -76,7 +77,7 @@ class AlgorithmSpec:
     replay_bytes: ReplayBytes | None = None
     replay_capacity: int | None = None
     checks: ConfigCheck | None = None
-    model_defaults: Mapping[str, Any] = field(default_factory=dict)
+    learner_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def has_replay(self) -> bool:
@@ -126,10 +127,10 @@ class AlgorithmRegistry(NamedRegistry[AlgorithmSpec]):
         the chosen rule's)."""
         return {spec.name: spec.checks for spec in self if spec.checks is not None}
 
-    def model_defaults(self) -> dict[str, dict[str, Any]]:
-        """Name -> its own ``learner.model`` defaults, for the rules that bring some (config
+    def learner_defaults(self) -> dict[str, dict[str, Any]]:
+        """Name -> its own ``learner`` defaults, for the rules that bring some (config
         validation fills them into a config that chooses the rule and leaves them out)."""
-        return {spec.name: dict(spec.model_defaults) for spec in self if spec.model_defaults}
+        return {spec.name: dict(spec.learner_defaults) for spec in self if spec.learner_defaults}
 
 
 class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
@@ -154,14 +155,14 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
         replay_bytes: ReplayBytes | None = None,
         replay_capacity: int | None = None,
         checks: ConfigCheck | None = None,
-        model_defaults: Mapping[str, Any] | None = None,
+        learner_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         """Register one learning rule (see
         :func:`mtrl.plugins.hookspecs.mtrl_register_algorithms`)."""
         modes = frozenset(parallel) if not isinstance(parallel, str) else frozenset([parallel])
         problem = _problem(
             modes, prepare_model, settings, replay_bytes, replay_capacity, checks
-        ) or _model_defaults_problem(model_defaults)
+        ) or _learner_defaults_problem(learner_defaults)
         if problem:
             self.problems.append(f"{self.noun} {name!r}: {problem}")
             return
@@ -177,7 +178,7 @@ class AlgorithmRegistrar(NamedRegistrar[AlgorithmSpec]):
                 replay_bytes=replay_bytes,
                 replay_capacity=replay_capacity,
                 checks=checks,
-                model_defaults=dict(model_defaults or {}),
+                learner_defaults=dict(learner_defaults or {}),
             )
 
     __call__ = algorithm
@@ -217,24 +218,24 @@ def _problem(
     return None
 
 
-def _model_defaults_problem(defaults: Any) -> str | None:
-    """What is wrong with a registration's ``model_defaults`` (None: nothing): a mapping of
-    ``learner.model`` keys to values that section accepts."""
+def _learner_defaults_problem(defaults: Any) -> str | None:
+    """What is wrong with a registration's ``learner_defaults`` (None: nothing): a mapping of
+    ``learner`` keys (not ``algorithm``) to values that section accepts."""
     if defaults is None:
         return None
     if not isinstance(defaults, Mapping):
         kind = type(defaults).__name__
-        return f"model_defaults must be a mapping of learner.model keys, got {kind}"
-    unknown = sorted(str(k) for k in defaults if k not in ModelConfig.model_fields)
+        return f"learner_defaults must be a mapping of learner keys, got {kind}"
+    keys = [k for k in LearnerConfig.model_fields if k != "algorithm"]
+    unknown = sorted(str(k) for k in defaults if k not in keys)
     if unknown:
         return (
-            f"model_defaults names no learner.model key: {', '.join(unknown)} (keys: "
-            f"{', '.join(ModelConfig.model_fields)})"
+            f"learner_defaults names no learner key: {', '.join(unknown)} (keys: {', '.join(keys)})"
         )
     try:
-        ModelConfig.model_validate(dict(defaults))
+        LearnerConfig.model_validate(dict(defaults))
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        return f"model_defaults: learner.model.{where}: {first['msg']}"
+        return f"learner_defaults: learner.{where}: {first['msg']}"
     return None

@@ -130,7 +130,7 @@ class Plugins:
             "algorithms": self.algorithms.parallel_support(),
             "algorithm_settings": self.algorithms.settings_models(),
             "algorithm_checks": self.algorithms.config_checks(),
-            "algorithm_model_defaults": self.algorithms.model_defaults(),
+            "algorithm_learner_defaults": self.algorithms.learner_defaults(),
             "env_note": self.unknown_env_note,
         }
 

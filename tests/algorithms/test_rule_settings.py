@@ -244,51 +244,60 @@ def test_a_plugin_rules_replay_counts_in_the_memory_check_under_replay_capacity(
     assert not plugins.algorithms.get("steady").has_replay
 
 
-def test_a_rules_model_defaults_fill_the_keys_a_config_leaves_out() -> None:
-    """A rule's own ``learner.model`` defaults reach the parsed config (and so the resolved
-    config a run writes, and every model built from it); the config's own keys win; another
-    rule's config keeps the host's defaults."""
+def test_a_rules_learner_defaults_fill_the_keys_a_config_leaves_out() -> None:
+    """A rule's own ``learner`` defaults reach the parsed config (and so the resolved config a
+    run writes, and every model built from it), a nested section key by key; the config's own
+    keys win; another rule's config keeps the host's defaults."""
     plugins, _ = _plugins(
         slim={
             "factory": make_impala_learner,
-            "model_defaults": {"encoder_layers": 1, "torso": [32]},
+            "learner_defaults": {"batch_size": 3, "model": {"encoder_layers": 1, "torso": [32]}},
         }
     )
     slim = "tasks:\n  - env: gymnasium/CartPole-v1\nlearner:\n  algorithm: slim\n"
-    model = _parse(slim, plugins).learner.model
+    learner = _parse(slim, plugins).learner
+    model = learner.model
     assert (model.encoder_layers, model.torso, model.encoder_dim) == (1, [32], 256)
-    model = _parse(slim + "  model:\n    torso: [8, 8]\n", plugins).learner.model
-    assert (model.encoder_layers, model.torso) == (1, [8, 8])
+    assert (learner.batch_size, learner.unroll_length) == (3, 20)
+    learner = _parse(slim + "  batch_size: 5\n  model:\n    torso: [8, 8]\n", plugins).learner
+    assert (learner.batch_size, learner.model.encoder_layers, learner.model.torso) == (5, 1, [8, 8])
     dumped = _parse(slim, plugins).model_dump(mode="json")
     known = plugins.algorithms.parallel_support()  # the rule's name, not its model defaults
     assert parse_config(yaml_dump(dumped), algorithms=known).learner.model.torso == [32]
     assert _parse(HEAD, plugins).learner.model.torso == [256, 256]
-    assert plugins.algorithms.model_defaults()["slim"] == {"encoder_layers": 1, "torso": [32]}
+    assert _parse(HEAD, plugins).learner.batch_size == 32
+    assert plugins.algorithms.learner_defaults()["slim"]["batch_size"] == 3
     built = _build(plugins, _parse(slim, plugins))
     linears = [m for m in built.model.modules() if isinstance(m, torch.nn.Linear)]
     assert [tuple(m.weight.shape) for m in linears[:2]] == [(256, 4), (32, 256)]
 
 
 def test_sac_brings_stable_baselines3s_shape_for_one_task() -> None:
-    """SAC's own defaults: one encoder layer and a one-layer torso, each 256 wide: one task's
-    networks have SB3's two hidden layers of 256."""
+    """SAC's own defaults: one encoder layer and a one-layer torso, each 256 wide (one task's
+    networks have SB3's two hidden layers of 256), and an update on every unroll of 8 steps."""
     cfg = _parse(
         "tasks:\n  - env: gymnasium/Pendulum-v1\nlearner:\n  algorithm: sac\n", load_plugins()
     )
     assert (cfg.learner.model.encoder_layers, cfg.learner.model.torso) == (1, [256])
+    assert (cfg.learner.unroll_length, cfg.learner.batch_size) == (8, 1)
 
 
-def test_malformed_model_defaults_are_problems_of_the_plugin() -> None:
+def test_malformed_learner_defaults_are_problems_of_the_plugin() -> None:
     plugins, _ = _plugins(
-        typo={"factory": make_impala_learner, "model_defaults": {"tors": [8]}},
-        badvalue={"factory": make_impala_learner, "model_defaults": {"encoder_layers": 0}},
-        notamap={"factory": make_impala_learner, "model_defaults": [("torso", [8])]},
+        typo={"factory": make_impala_learner, "learner_defaults": {"torso": [8]}},
+        rule={"factory": make_impala_learner, "learner_defaults": {"algorithm": "sac"}},
+        badvalue={
+            "factory": make_impala_learner,
+            "learner_defaults": {"model": {"encoder_layers": 0}},
+        },
+        notamap={"factory": make_impala_learner, "learner_defaults": [("torso", [8])]},
     )
     errors = " | ".join(plugins.infos["rules"].errors)
-    assert "'typo': model_defaults names no learner.model key: tors" in errors
-    assert "'badvalue': model_defaults: learner.model.encoder_layers: Input should be" in errors
-    assert "'notamap': model_defaults must be a mapping of learner.model keys" in errors
-    assert not {"typo", "badvalue", "notamap"} & set(plugins.algorithms.names())
+    assert "'typo': learner_defaults names no learner key: torso (keys: unroll_length," in errors
+    assert "'rule': learner_defaults names no learner key: algorithm" in errors
+    assert "'badvalue': learner_defaults: learner.model.encoder_layers: Input should be" in errors
+    assert "'notamap': learner_defaults must be a mapping of learner keys" in errors
+    assert not {"typo", "rule", "badvalue", "notamap"} & set(plugins.algorithms.names())
 
 
 def test_the_built_in_rules_without_a_registry_are_the_ones_registered() -> None:

@@ -85,9 +85,16 @@ class SacSettings(ConfigModel):
     from the device's random generator, the same distribution as the host's draw."""
 
 
-SAC_MODEL_DEFAULTS: dict[str, object] = {"encoder_layers": 1, "torso": [256]}
-"""SAC's own ``learner.model`` defaults (a config's own keys win): a vector task's input goes
-through its encoder's one 256-wide layer and the shared torso's one, so one task's actor and
-critics have the two 256-wide hidden layers of Stable-Baselines3's and CleanRL's SAC (the
+SAC_LEARNER_DEFAULTS: dict[str, object] = {
+    "unroll_length": 8,
+    "batch_size": 1,
+    "model": {"encoder_layers": 1, "torso": [256]},
+}
+"""SAC's own ``learner`` defaults (a config's own keys win). The model: a vector task's input
+goes through its encoder's one 256-wide layer and the shared torso's one, so one task's actor
+and critics have the two 256-wide hidden layers of Stable-Baselines3's and CleanRL's SAC (the
 actor-critic default, two encoder layers and a two-layer torso, costs SAC about three times
-the arithmetic per gradient step: docs/ALGORITHMS.md)."""
+the arithmetic per gradient step: docs/ALGORITHMS.md). The unroll: an update on every unroll
+of 8 steps, so the actors act with weights at most 8 of their steps old (the actor-critic's
+32 columns of 20 steps would leave one env acting 640 steps on the same weights); how many
+gradient steps an update takes is ``replay_ratio``'s business, not the unroll's."""
