@@ -7,7 +7,11 @@ Three sides take turns, seed by seed, on the same env:
 * **mtrl SAC**, ``configs/sac_inverted_pendulum.yaml``: the same settings and network depth
   (``learner.algorithm: sac``, serial actor, one env);
 * **mtrl IMPALA** on the same network (``learner.algorithm: impala``, serial actor, 8 envs,
-  8 unrolls of 20 per update: the on-policy rule's usual setting, not one env).
+  8 unrolls of 20 per update: the on-policy rule's usual setting, not one env);
+* on request (``--sides ...,sac_host_defaults``), **mtrl SAC with the actor-critic's learner
+  defaults** in place of SAC's own (two encoder layers and a two-layer torso of 256, updates
+  on 32 columns of 20 steps): what a config that leaves them out got before SAC brought its
+  own, so ``--env Pendulum-v1`` (every default on every side) measures what they changed.
 
 mtrl's sides run through ``benchmarks/learning.py`` (``stop_at_target``, then the final
 checkpoint's greedy eval); SB3's driver stops the same way (the mean of the last 20 training
@@ -80,6 +84,14 @@ ENVS: dict[str, Env] = {
         500_000,
         ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
     ),
+    "Pendulum-v1": Env(  # every default on both sides: what a user meets first
+        "Pendulum-v1",
+        ROOT / "benchmarks" / "configs" / "sac_pendulum_defaults.yaml",
+        -250.0,
+        20_000,
+        500_000,
+        ["tasks.0.num_envs=8", "learner.batch_size=8", "learner.unroll_length=20"],
+    ),
     "HalfCheetah-v5": Env(
         "HalfCheetah-v5",
         ROOT / "configs" / "sac_half_cheetah.yaml",
@@ -130,11 +142,23 @@ def run_sb3(env: Env, seed: int, eval_episodes: int) -> dict[str, Any]:
     return {"seed": seed, "error": f"exit {proc.returncode}: {(proc.stderr or '')[-1500:]}"}
 
 
-def run_mtrl(env: Env, seed: int, eval_episodes: int, algorithm: str, work: Path) -> dict[str, Any]:
-    """One mtrl seed through ``benchmarks/learning.py``: its per-task figures, or an ``error``."""
-    name = f"sacse_{algorithm}_{seed}"
-    sets = env.sets + ([] if algorithm == "sac" else ["learner.algorithm=impala", *env.impala_sets])
-    steps = env.sac_max_steps if algorithm == "sac" else env.impala_max_steps
+#: The actor-critic's learner defaults, set explicitly: the ``sac_host_defaults`` side.
+HOST_DEFAULTS = [
+    "learner.model.encoder_layers=2",
+    "learner.model.torso=[256, 256]",
+    "learner.unroll_length=20",
+    "learner.batch_size=32",
+]
+
+
+def run_mtrl(env: Env, seed: int, eval_episodes: int, side: str, work: Path) -> dict[str, Any]:
+    """One mtrl seed of ``side`` (``sac``, ``sac_host_defaults`` or ``impala``) through
+    ``benchmarks/learning.py``: its per-task figures, or an ``error``."""
+    name = f"sacse_{side}_{seed}"
+    by_side = {"sac": [], "sac_host_defaults": HOST_DEFAULTS}
+    impala = ["learner.algorithm=impala", *env.impala_sets]
+    sets = env.sets + by_side.get(side, impala)
+    steps = env.sac_max_steps if side in by_side else env.impala_max_steps
     cmd = [
         sys.executable,
         str(ROOT / "benchmarks" / "learning.py"),
@@ -192,7 +216,11 @@ def main() -> None:
         default=0,
         help="seeds first-seed … first-seed + seeds - 1 (two calls with --name can split them)",
     )
-    ap.add_argument("--sides", default="sb3,sac,impala", help="comma-separated subset")
+    ap.add_argument(
+        "--sides",
+        default="sb3,sac,impala",
+        help="comma-separated, of sb3, sac, impala, sac_host_defaults",
+    )
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--no-write", action="store_true", help="do not write docs/results")
     ap.add_argument(
