@@ -49,5 +49,6 @@ fi
 
 export PJRT_DEVICE=CPU
 "$venv/bin/python" -c "import torch, torch_xla; print(f'xla: torch {torch.__version__}, torch_xla {torch_xla.__version__}')"
-# tests/learner and tests/parallel prove mtrl's learner on this older torch; tests/xla the device.
-exec "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/xla tests/learner tests/parallel "$@"
+# tests/learner, tests/algorithms/impala, tests/sync and tests/parallel prove mtrl's learner on this
+# older torch; tests/xla the device.
+exec "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/xla tests/learner tests/algorithms/impala tests/sync tests/parallel "$@"
