@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
 SEEDS = (0, 1)
 HOLD = 0.9
-MAX_STEPS_TO_TARGET = 900_000  # the quickstart's own budget
+MAX_STEPS_TO_TARGET = 900_000  # to 0.9 x every target (the quickstart ends solved at 1.35M)
 
 
 def _train_past_target(seed: int) -> dict[str, Any]:
@@ -34,9 +34,9 @@ def _train_past_target(seed: int) -> dict[str, Any]:
     from mtrl.train.trainer import Trainer
 
     raw = yaml.safe_load(QUICKSTART.read_text())
-    # The learning rate anneals over total_env_steps: a schedule planned for twice the
-    # quickstart, so the rate is still about half its start at 2S.
-    raw.update(seed=seed, total_env_steps=2 * raw["total_env_steps"])
+    # The learning rate anneals over total_env_steps: a schedule of twice the budget to 0.9 x
+    # target, so the rate is still about half its start at 2S.
+    raw.update(seed=seed, total_env_steps=2 * MAX_STEPS_TO_TARGET)
     raw["actors"] = {"mode": "serial"}
     raw["tracking"] = {"console": "quiet", "wandb": {"mode": "disabled"}, "final_eval_episodes": 20}
     raw["checkpoint"] = {"enabled": False}
