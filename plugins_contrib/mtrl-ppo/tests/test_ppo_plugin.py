@@ -93,6 +93,23 @@ def test_a_recurrent_core_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "ppo shuffles single steps and has no recurrent core" in out.stdout + out.stderr
 
 
+@pytest.mark.parametrize("command", ["validate", "train"])
+def test_combining_the_tasks_gradients_is_refused_in_one_line(tmp_path: Path, command: str) -> None:
+    """PPO's minibatches mix the tasks into one loss: a gradient combination is refused by
+    the rule's own check (validate and train alike), not silently ignored."""
+    text = (CONFIGS / "ppo_cartpole.yaml").read_text()
+    path = tmp_path / "pcgrad.yaml"
+    path.write_text(
+        text.replace("  algorithm: ppo\n", "  algorithm: ppo\n  multitask: {gradients: pcgrad}\n")
+        + "checkpoint: {enabled: false}\n"
+    )
+    out = _mtrl(command, str(path), cwd=tmp_path)
+    said = (out.stdout + out.stderr).strip()
+    assert out.returncode == 2, said
+    assert "learner.multitask.gradients: pcgrad is not supported by ppo" in said
+    assert "Traceback" not in said
+
+
 def test_the_factory_takes_the_validated_section_as_a_seventh_argument() -> None:
     """The host hands the rule its validated ``learner.ppo:`` section as the seventh
     argument; a config without one gets the model's defaults."""

@@ -44,9 +44,28 @@ def make_ppo_learner(
     return PpoLearner(model, cfg, task_names, settings, lr_scales)  # type: ignore[arg-type]
 
 
+def check_config(cfg: LearnerConfig, settings: PpoSettings | None) -> list[str]:
+    """What PPO refuses in a learner config, one line each: combining the tasks' gradients
+    (``learner.multitask.gradients`` other than ``sum``), which its minibatches, mixing tasks,
+    do not take — refused rather than silently ignored."""
+    how = cfg.multitask.gradients
+    if how == "sum":
+        return []
+    return [
+        f"learner.multitask.gradients: {how} is not supported by ppo (its minibatches mix "
+        "the tasks' samples into one loss); use sum, or learner.algorithm: impala or sac"
+    ]
+
+
 @hookimpl
 def mtrl_register_algorithms(register: Any) -> None:
-    """Offer ``ppo`` (settings: :class:`PpoSettings`, the config's ``learner.ppo:``)."""
+    """Offer ``ppo`` (settings: :class:`PpoSettings`, the config's ``learner.ppo:``; its own
+    config check: :func:`check_config`)."""
     register.algorithm(
-        NAME, make_ppo_learner, parallel=(), description=DESCRIPTION, settings=PpoSettings
+        NAME,
+        make_ppo_learner,
+        parallel=(),
+        description=DESCRIPTION,
+        settings=PpoSettings,
+        checks=check_config,
     )
