@@ -117,10 +117,15 @@ def ortho_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
 
 
 def make_mlp(in_dim: int, widths: Sequence[int], act: str) -> nn.Sequential:
-    """``Linear → act`` for each width (an empty ``widths`` gives the identity)."""
+    """``Linear → act`` for each width (an empty ``widths`` gives the identity).
+
+    A ReLU acts in place on its ``Linear``'s fresh output (a ``Linear``'s backward needs its
+    input, not its output): one activation-sized tensor fewer to allocate and write per layer,
+    which on a CPU core costs about as much as the ReLU itself."""
     layers: list[nn.Module] = []
     for width in widths:
-        layers += [ortho_init(nn.Linear(in_dim, width)), activation(act)]
+        nonlinearity = nn.ReLU(inplace=True) if act == "relu" else activation(act)
+        layers += [ortho_init(nn.Linear(in_dim, width)), nonlinearity]
         in_dim = width
     return nn.Sequential(*layers)
 
