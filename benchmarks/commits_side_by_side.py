@@ -8,7 +8,10 @@ checkout on the same config, alternating, in one sitting on one machine.
 path of a checkout; the new side is this checkout. Each round runs the old checkout's
 benchmark, then the new one's, each in its own process with its own checkout first on
 ``sys.path``, so a machine whose load drifts weighs on both alike; the median of the rounds is
-reported with every round, and the new side's speed-up. Writes
+reported with every round, and the new side's speed-up. A config inside this checkout is read
+by each side from its own checkout (a key added since the old commit, such as one pinning what
+an older default gave, would stop the old side's parser); where the two files differ, their
+differing lines are printed and recorded, so a change of shapes is seen. Writes
 ``docs/results/side_by_side_<config>_<old>.json``.
 """
 
@@ -60,6 +63,22 @@ def run_once(tree: Path, python: str, config: Path, extra: list[str]) -> dict[st
         return json.loads(result.read_text())
 
 
+def side_config(tree: Path, config: Path) -> Path:
+    """``config`` as ``tree`` holds it: its own copy where ``config`` lies in this checkout."""
+    try:
+        own = tree / config.relative_to(ROOT)
+    except ValueError:
+        return config
+    return own if own.is_file() else config
+
+
+def config_difference(old: Path, new: Path) -> list[str]:
+    """The lines of two config files that differ (``-`` old, ``+`` new), none when equal."""
+    a, b = old.read_text().splitlines(), new.read_text().splitlines()
+    gone = [f"- {line}" for line in a if line not in b]
+    return gone + [f"+ {line}" for line in b if line not in a]
+
+
 def unit(record: dict[str, Any]) -> str:
     """The figure that bounds a run: ms per gradient step (SAC), else ms per update."""
     return "ms_per_gradient_step" if "ms_per_gradient_step" in record else "ms_per_update"
@@ -82,10 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.task_copies > 1:
         extra += ["--task-copies", str(args.task_copies)]
     sides = {"old": old, "new": ROOT}
+    configs = {side: side_config(tree, config) for side, tree in sides.items()}
+    differ = config_difference(configs["old"], configs["new"])
+    for line in differ:
+        print(f"config differs: {line}")
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for round_ in range(args.rounds):
         for side, tree in sides.items():
-            record = run_once(tree, args.python, config, extra)
+            record = run_once(tree, args.python, configs[side], extra)
             runs[side].append(record)
             print(f"round {round_ + 1}, {side}: {record[unit(record)]:.2f} {unit(record)}")
     key = unit(runs["new"][0])
@@ -108,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "commits_side_by_side",
         "machine": machine(),
         "config": str(args.config),
+        "config_difference": differ,
         "task_copies": args.task_copies,
         "old_commit": old_commit,
         "new_commit": commit,
