@@ -10,8 +10,9 @@ benchmark, then the new one's, each in its own process with its own checkout fir
 ``sys.path``, so a machine whose load drifts weighs on both alike; the median of the rounds is
 reported with every round, and the new side's speed-up. A config inside this checkout is read
 by each side from its own checkout (a key added since the old commit, such as one pinning what
-an older default gave, would stop the old side's parser); where the two files differ, their
-differing lines are printed and recorded, so a change of shapes is seen. Writes
+an older default gave, would stop the old side's parser), or by both from this one
+(``--same-config``); where the two files differ, their differing lines are printed and
+recorded, so a change of shapes is seen. Writes
 ``docs/results/side_by_side_<config>_<old>.json``.
 """
 
@@ -93,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--task-copies", type=int, default=1)
     ap.add_argument("--python", default=sys.executable, help="the interpreter of both sides")
     ap.add_argument("--out-dir", type=Path, default=None)
+    ap.add_argument(
+        "--same-config",
+        action="store_true",
+        help="both sides read this checkout's config (where the old side's parser knows its "
+        "keys and its own copy has other shapes)",
+    )
     args = ap.parse_args(argv)
     old = checkout(args.old)
     args.python = str(Path(args.python).absolute())  # each side runs in its own folder
@@ -101,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.task_copies > 1:
         extra += ["--task-copies", str(args.task_copies)]
     sides = {"old": old, "new": ROOT}
-    configs = {side: side_config(tree, config) for side, tree in sides.items()}
+    configs = {
+        side: config if args.same_config else side_config(tree, config)
+        for side, tree in sides.items()
+    }
     differ = config_difference(configs["old"], configs["new"])
     for line in differ:
         print(f"config differs: {line}")
