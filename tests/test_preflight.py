@@ -19,6 +19,7 @@ from mtrl.cli import main
 from mtrl.config import ExperimentConfig
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.learner.optim import make_optimizer
+from mtrl.learner.torsos import make_torso
 from mtrl.train import memory_estimate as me
 from mtrl.train import preflight
 
@@ -90,6 +91,13 @@ def test_parameters_and_adam_state_match_a_real_model(spaces_) -> None:
     assert me.model_state_bytes(params, "adam", inference_copy=False) == pytest.approx(
         real, rel=1e-3
     )
+
+
+@pytest.mark.parametrize("block, torso", [("mlp", [48, 24]), ("residual", [24, 24, 24])])
+def test_the_torsos_parameters_are_counted(block: str, torso: list[int]) -> None:
+    cfg = _cfg(learner={"model": {"encoder_dim": 32, "torso": torso, "torso_block": block}})
+    real = make_torso(cfg.learner.model, num_tasks=2)
+    assert me.torso_params(cfg.learner.model) == sum(p.numel() for p in real.parameters())
 
 
 @pytest.mark.parametrize(

@@ -106,6 +106,15 @@ class ModelConfig(ConfigModel):
     per update, too slow to narrow the policy in an IMPALA run (InvertedPendulum's training
     return stayed under its target in 10 of 10 quickstart runs); 10 lets it narrow within a
     run (docs/BENCHMARKS.md, "The log-std step")."""
+    torso_block: Literal["mlp", "residual"] = "mlp"
+    """How the shared torso is built: ``mlp``, a ``Linear → activation`` layer per ``torso``
+    width; ``residual``, BRO's BroNet (Nauman et al. 2024, "Bigger, Regularized, Optimistic"):
+    a ``Linear → LayerNorm → activation`` stem, then one residual block
+    ``x + LN(Linear(act(LN(Linear(x)))))`` per ``torso`` width, all widths equal
+    (mtrl/learner/residual.py). Layer norm and the skip keep a wider, deeper torso trainable,
+    which is where BRO's (and SimBa's, Lee et al. 2024) critics gain sample efficiency. Every
+    network with a torso takes it (the policy's model, SAC's critics); not with
+    ``torso_mixture``."""
     torso_mixture: TorsoMixtureConfig | None = None
     """A task-conditioned torso: expert MLPs of the ``torso`` widths, mixed per task through a
     learned task embedding (``{kind: moe | moore | soft_modular, experts: 4,
@@ -119,6 +128,26 @@ class ModelConfig(ConfigModel):
     ``{kind, hidden, shared}`` (mtrl/config/core.py); ``none`` (the default): feed-forward.
     Unrolls then carry each env copy's state at their start, and the learner runs the core
     over each unroll from it, resetting it where an episode starts."""
+
+    @model_validator(mode="after")
+    def _residual_torso_fits(self) -> ModelConfig:
+        """Refuse a residual torso its ``torso`` widths cannot build (each block adds its input
+        to its output, so every block has one width) or that would need task conditioning."""
+        if self.torso_block != "residual":
+            return self
+        if not self.torso or len(set(self.torso)) > 1:
+            w = self.torso[0] if self.torso else 256
+            raise ValueError(
+                "learner.model.torso: torso_block: residual adds each block's input to its "
+                f"output, so the torso needs one or more equal widths, got {self.torso} (e.g. "
+                f"[{w}, {w}])"
+            )
+        if self.torso_mixture is not None:
+            raise ValueError(
+                "learner.model.torso: torso_block: residual and torso_mixture do not compose "
+                "yet (a residual torso is one network every task shares); drop one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _torso_mixture_fits(self) -> ModelConfig:

@@ -15,9 +15,10 @@ embedding weighs ``E`` expert MLPs:
   of the next layer (soft modularization, Yang et al. 2020, "Multi-Task Reinforcement Learning
   with Soft Modularization", NeurIPS 2020): :class:`SoftModularTorso`.
 
-:func:`make_torso` builds the torso a :class:`~mtrl.config.learner.ModelConfig` names, plain or
-conditioned, for every network that has one (the policy's model, SAC's critics), so the
-setting means the same wherever a torso is built.
+:func:`make_torso` builds the torso a :class:`~mtrl.config.learner.ModelConfig` names (plain,
+residual with ``torso_block: residual``, :mod:`mtrl.learner.residual`, or conditioned) for
+every network that has one (the policy's model, SAC's critics), so the setting means the same
+wherever a torso is built.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mtrl.config.learner import ModelConfig
 from mtrl.config.multitask import TorsoMixtureConfig
 from mtrl.learner.encoders import activation as make_activation
 from mtrl.learner.encoders import make_mlp
+from mtrl.learner.residual import ResidualTorso
 
 __all__ = [
     "MixtureTorso",
@@ -46,8 +48,12 @@ __all__ = [
 
 
 def make_torso(cfg: ModelConfig, num_tasks: int) -> nn.Module:
-    """The torso of ``cfg`` on ``cfg.encoder_dim`` inputs: the plain MLP of ``cfg.torso``, or
-    with ``cfg.torso_mixture`` the task-conditioned one, called as ``torso(x, tasks)``."""
+    """The torso of ``cfg`` on ``cfg.encoder_dim`` inputs: the plain MLP of ``cfg.torso``, the
+    residual one of ``cfg.torso_block: residual`` (:class:`~mtrl.learner.residual.
+    ResidualTorso`), or with ``cfg.torso_mixture`` the task-conditioned one, called as
+    ``torso(x, tasks)``."""
+    if cfg.torso_block == "residual":
+        return ResidualTorso(cfg.encoder_dim, cfg.torso[0], len(cfg.torso), cfg.activation)
     mix = cfg.torso_mixture
     if mix is None:
         return make_mlp(cfg.encoder_dim, cfg.torso, cfg.activation)

@@ -137,6 +137,18 @@ def mlp_params(in_dim: int, widths: Sequence[int]) -> int:
     return sum(a * b + b for a, b in itertools.pairwise([in_dim, *widths]))
 
 
+def torso_params(mc: Any) -> int:
+    """Parameters of a model config's shared torso: ``experts`` MLPs of the ``torso`` widths
+    with a ``torso_mixture`` (its task embedding and gate not counted), else one; a residual
+    torso's stem and blocks, each ``Linear`` of them followed by a LayerNorm (``2w``)."""
+    if mc.torso_block == "residual":
+        w = mc.torso[0]
+        layer = mlp_params(w, [w]) + 2 * w
+        return mlp_params(mc.encoder_dim, [w]) + 2 * w + 2 * len(mc.torso) * layer
+    experts = mc.torso_mixture.experts if mc.torso_mixture is not None else 1
+    return experts * mlp_params(mc.encoder_dim, mc.torso)
+
+
 def torso_row_bytes(encoder_dim: int, torso: Sequence[int]) -> int:
     """float32 activations the torso keeps per row for backward: its input and each layer's
     output (a lower bound of :attr:`TaskSizes.row_bytes`)."""
@@ -237,9 +249,7 @@ def estimate(
         )
     mc = lc.model
     hidden = mc.core.hidden if mc.core else mc.torso[-1] if mc.torso else mc.encoder_dim
-    experts = mc.torso_mixture.experts if mc.torso_mixture is not None else 1
-    torso = experts * mlp_params(mc.encoder_dim, mc.torso)
-    params = sum(s.params for s in sizes) + torso + core_params
+    params = sum(s.params for s in sizes) + torso_params(mc) + core_params
     params += len(tasks) * (hidden + 1)  # the stacked value head
     model = model_state_bytes(params, lc.optimizer, mode != "serial")
     widths = (Blame(("learner", "model", "torso"), mc.torso),)

@@ -1,8 +1,9 @@
 """SAC's stacked gradient step is the per-task step's math: one step of each from the same
 parameters, batch and noise ends at the same parameters, temperatures, losses, diagnostics and
 priorities (to float rounding), with uniform and prioritized replay, combined task gradients, a
-task-conditioned torso, one task and uneven task counts; the per-task modules the actors use
-alias the stacks; learners whose tasks cannot stack keep the per-task step and say why."""
+task-conditioned torso, a residual torso, one task and uneven task counts; the per-task modules
+the actors use alias the stacks; learners whose tasks cannot stack keep the per-task step and
+say why."""
 
 from __future__ import annotations
 
@@ -147,6 +148,12 @@ CASES = {
         [4, 3, 4, 2, 4, 4, 3],
     ),
     "action after the encoder": ([BOX, BOX], {"sac": ", critic_action: hidden"}, [12, 12]),
+    "residual torso": ([BOX] * 3, {"model": ", torso_block: residual"}, [8, 8, 8]),
+    "mixed, residual torso, pcgrad": (
+        MIXED,
+        {"model": ", torso_block: residual", "gradients": "pcgrad"},
+        [4, 3, 4, 2, 4, 4, 3],
+    ),
 }
 
 
