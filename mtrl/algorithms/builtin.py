@@ -5,6 +5,7 @@ rule's name, what a rule needs."""
 from __future__ import annotations
 
 from mtrl.algorithms import impala_replay
+from mtrl.algorithms.impala.checks import check_config as impala_checks
 from mtrl.algorithms.impala.parallel import make_impala_learner
 from mtrl.algorithms.impala_replay import ImpalaReplaySettings, make_impala_replay_learner
 from mtrl.algorithms.impala_replay import settings as impala_replay_settings
@@ -37,6 +38,7 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         "impala",
         make_impala_learner,
         parallel=PARALLEL_MODES,
+        checks=impala_checks,
         description="IMPALA actor-critic, V-trace correction, per-task PopArt (on-policy)",
     )
     register.algorithm(

@@ -1,9 +1,9 @@
 """SAC's stacked gradient step is the per-task step's math: one step of each from the same
 parameters, batch and noise ends at the same parameters, temperatures, losses, diagnostics and
-priorities (to float rounding), with uniform and prioritized replay, combined task gradients, a
-task-conditioned torso, a residual torso, one task and uneven task counts; the per-task modules
-the actors use alias the stacks; learners whose tasks cannot stack keep the per-task step and
-say why."""
+priorities (to float rounding), with uniform and prioritized replay, combined task gradients,
+FAMO's weighted critic losses, a task-conditioned torso, a residual torso, one task and uneven
+task counts; the per-task modules the actors use alias the stacks; learners whose tasks cannot
+stack keep the per-task step and say why."""
 
 from __future__ import annotations
 
@@ -38,12 +38,14 @@ def _learner(
     **over: str,
 ) -> SacLearner:
     """``sac``, ``model``: more keys of those sections (each after a comma); ``replay``: the
-    ``replay:`` section's keys."""
+    ``replay:`` section's keys; ``over``: ``gradients`` and ``loss_weighting`` of
+    ``learner.multitask``."""
     cfg = parse_config(
         "tasks: [{env: a/b}]\n"
         f"learner: {{algorithm: sac, unroll_length: {T}, "
         f"model: {{encoder_dim: 16, torso: [16, 16] {model}}}, "
-        f"multitask: {{gradients: {over.get('gradients', 'sum')}}}, "
+        f"multitask: {{gradients: {over.get('gradients', 'sum')}, "
+        f"loss_weighting: {over.get('loss_weighting', 'none')}}}, "
         f"sac: {{replay_ratio: 4, batch_size: 24, learning_starts: 1 {sac}}}}}\n"
         f"replay: {{{replay}}}\n"
     )
@@ -126,6 +128,8 @@ def _same(a: SacLearner, b: SacLearner, tol: float = 2e-5) -> None:
         for key in sa:
             torch.testing.assert_close(sa[key], sb[key], atol=tol, rtol=tol, msg=f"{name}.{key}")
     torch.testing.assert_close(a.log_alpha, b.log_alpha, atol=tol, rtol=tol)
+    if a.famo is not None and b.famo is not None:
+        torch.testing.assert_close(a.famo.logits, b.famo.logits, atol=tol, rtol=tol)
 
 
 CASES = {
@@ -147,6 +151,9 @@ CASES = {
         {"model": ", torso_mixture: {kind: soft_modular}"},
         [4, 3, 4, 2, 4, 4, 3],
     ),
+    "famo": ([BOX] * 3, {"loss_weighting": "famo"}, [5, 9, 10]),
+    "famo, a task absent": ([BOX] * 3, {"loss_weighting": "famo"}, [12, 0, 12]),
+    "mixed, famo": (MIXED, {"loss_weighting": "famo"}, [4, 3, 4, 2, 4, 4, 3]),
     "action after the encoder": ([BOX, BOX], {"sac": ", critic_action: hidden"}, [12, 12]),
     "residual torso": ([BOX] * 3, {"model": ", torso_block: residual"}, [8, 8, 8]),
     "mixed, residual torso, pcgrad": (
@@ -170,6 +177,8 @@ def test_one_stacked_step_is_one_per_task_step(case: str) -> None:
         a, b = _step(per_task, counts, noise), _step(stacked, counts, noise)
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     _same(per_task, stacked)
+    if "famo" in case:  # the logits moved, alike in both (compared in _same)
+        assert not torch.equal(stacked.famo.logits, torch.zeros_like(stacked.famo.logits))
     da, db = per_task.pop_diagnostics(), stacked.pop_diagnostics()
     assert da.keys() == db.keys()
     for key in da:

@@ -2,10 +2,10 @@
 
     torchrun --standalone --nproc-per-node 2 tests/parallel/sac_dist_worker.py OUT_DIR GRADIENTS...
 
-For each ``learner.multitask.gradients`` named (sum, pcgrad, cagrad; ``sum-per-task``: sum on
-SAC's per-task step instead of the stacked one), writes ``OUT_DIR/sac_{name}_rank{rank}.pt``: the
-scenario's results and, after two more updates, the results of a learner resumed from rank 0's
-state beside the one that saved it.
+For each ``learner.multitask.gradients`` named (sum, pcgrad, cagrad; ``famo``: summed, with
+FAMO's weighted critic losses; ``-per-task``: on SAC's per-task step instead of the stacked
+one), writes ``OUT_DIR/sac_{name}_rank{rank}.pt``: the scenario's results and, after two more
+updates, the results of a learner resumed from rank 0's state beside the one that saved it.
 """
 
 from __future__ import annotations

@@ -51,12 +51,14 @@ def learner_config(
     batch_size: int, max_grad_norm: float | None = 0.5, gradients: str = "sum"
 ) -> LearnerConfig:
     """SAC with a small model, gradients clipped at ``max_grad_norm`` (None: not clipped),
-    the tasks' torso gradients combined by ``gradients``."""
+    the tasks' torso gradients combined by ``gradients`` (``famo``: summed, the critic losses
+    weighted by FAMO)."""
     clip = "null" if max_grad_norm is None else max_grad_norm
+    multitask = "loss_weighting: famo" if gradients == "famo" else f"gradients: {gradients}"
     return parse_config(
         "tasks: [{env: a/b}]\n"
         f"learner: {{algorithm: sac, unroll_length: {T}, model: {{encoder_dim: 16, "
-        f"torso: [16]}}, multitask: {{gradients: {gradients}}}, sac: {{batch_size: "
+        f"torso: [16]}}, multitask: {{{multitask}}}, sac: {{batch_size: "
         f"{batch_size}, replay_ratio: 8, learning_starts: 1, max_grad_norm: {clip}, "
         "tau: 0.05, alpha_lr: 0.01}}\n"
     ).learner
@@ -209,6 +211,7 @@ def run(learner: Any) -> dict[str, Any]:
         "target": {k: v.clone() for k, v in learner.target.state_dict().items()},
         "log_alpha": learner.log_alpha.detach().clone(),
         "gradient_steps": learner.gradient_steps,
+        **({} if learner.famo is None else {"famo_logits": learner.famo.logits.detach().clone()}),
     }
 
 

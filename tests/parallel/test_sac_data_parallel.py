@@ -22,7 +22,8 @@ from torchrun_launch import HERE, finish, torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-COMBINATIONS = ["sum", "pcgrad", "sum-per-task"]  # sum-per-task: SAC's per-task step
+# -per-task: SAC's per-task step; famo: FAMO's weighted critic losses.
+COMBINATIONS = ["sum", "pcgrad", "sum-per-task", "famo", "famo-per-task"]
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,8 @@ def ranks(all_ranks: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 def _tensors(result: dict[str, Any]) -> dict[str, torch.Tensor]:
     flat = {"log_alpha": result["log_alpha"]}
+    if "famo_logits" in result:
+        flat["famo_logits"] = result["famo_logits"]
     for part in ("model", "critic", "target"):
         flat.update({f"{part}.{k}": v for k, v in result[part].items()})
     return flat
@@ -121,6 +124,24 @@ def test_replicas_combining_the_tasks_gradients_match_one_process(all_ranks) -> 
         not torch.allclose(plain[k], v, atol=1e-6) for k, v in expected.items() if "torso" in k
     )
     for r, result in enumerate(all_ranks["pcgrad"]):
+        got = _tensors(result)
+        for name, value in expected.items():
+            torch.testing.assert_close(
+                got[name], value, rtol=1e-4, atol=1e-5, msg=f"rank {r} {name}"
+            )
+
+
+@pytest.mark.parametrize("path", ["famo", "famo-per-task"])
+def test_replicas_weighing_the_critic_losses_by_famo_match_one_process(all_ranks, path) -> None:
+    """FAMO on the critics: each task's loss sums are summed over the replicas before and
+    after the critics' step, so every replica takes one process's multipliers and logit step,
+    on either step path."""
+    reference = run_single_process(gradients="famo", stacked=path == "famo")
+    expected = _tensors(reference)
+    assert not torch.equal(expected["famo_logits"], torch.zeros(len(NAMES)))
+    plain = _tensors(run_single_process())
+    assert any(not torch.allclose(v, expected[k], atol=1e-6) for k, v in plain.items() if "q1" in k)
+    for r, result in enumerate(all_ranks[path]):
         got = _tensors(result)
         for name, value in expected.items():
             torch.testing.assert_close(

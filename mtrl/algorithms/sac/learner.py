@@ -12,8 +12,10 @@ One :meth:`SacLearner.update` (the trainer calls it with fresh unrolls, one
 3. each gradient step draws one batch across the ready tasks, each in proportion to its share
    of the weighted fresh data (:class:`~mtrl.algorithms.sac.sampling.TaskMix`), and takes a
    critic step (clipped double-Q towards the soft target of the Polyak-averaged target
-   critics), a policy step and a temperature step (one learned ``α`` per task), then moves
-   the target critics by ``tau`` (:mod:`mtrl.algorithms.sac.losses` has the math);
+   critics; with ``learner.multitask.loss_weighting: famo`` the tasks' critic losses weighted
+   by FAMO, :mod:`mtrl.algorithms.sac.famo`), a policy step and a temperature step (one
+   learned ``α`` per task), then moves the target critics by ``tau``
+   (:mod:`mtrl.algorithms.sac.losses` has the math);
 4. the policy version goes up by one; the trainer publishes ``model`` to the actors.
 
 The actors act with :attr:`SacLearner.model`, the trainer's
@@ -40,6 +42,7 @@ from mtrl.algorithms.sac import device_replay, losses
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
+from mtrl.algorithms.sac.famo import CriticFamo
 from mtrl.algorithms.sac.networks import (
     CriticInput,
     TwinCritic,
@@ -77,6 +80,8 @@ class SacLearner:
     """Policy, twin critics and their targets, per-task temperatures and replays."""
 
     distributed = False
+    world = 1
+    """Learner replicas whose gradients are averaged (data-parallel replicas: their number)."""
 
     def __init__(
         self,
@@ -150,6 +155,12 @@ class SacLearner:
             id(self.critic_opt): GradientCombiner(cfg.multitask, critic_shared, k),
         }
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, **adam)
+        # learner.multitask.loss_weighting: famo weighs the tasks' critic losses.
+        self.famo = (
+            CriticFamo(self, cfg.multitask, adam)
+            if cfg.multitask.loss_weighting == "famo"
+            else None
+        )
         self.replays = [self._replay(i) for i in range(k)]
         if self.stacked is not None:  # on a GPU, the batches drawn there
             self.stacked.mirror_replay()
@@ -331,15 +342,29 @@ class SacLearner:
                 targets.append(losses.soft_target(g.rewards, g.terminated, self.cfg.gamma, v))
         # Critics, at the stored actions.
         stored = [torch.tanh(g.actions) if g.box else None for g in groups]
-        q1s, q2s = self._q(self.critic, groups, "obs", stored)
-        q1s = [self._taken(g, q) for g, q in zip(groups, q1s, strict=True)]
-        q2s = [self._taken(g, q) for g, q in zip(groups, q2s, strict=True)]
         y = torch.cat(targets)
-        q1, q2 = torch.cat(q1s), torch.cat(q2s)
+        weights = torch.cat([g.weights for g in groups])
         rows = torch.cat([g.rows for g in groups])
-        per_row = losses.critic_loss(q1, q2, y, torch.cat([g.weights for g in groups]))
+        k = len(self.task_names)
+        local = torch.zeros(k, device=self.device).index_add_(0, rows, torch.ones_like(y))
+
+        def critic_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            """Both critics' ``Q`` of the stored actions and the critic loss per row."""
+            q1s, q2s = self._q(self.critic, groups, "obs", stored)
+            q1 = torch.cat([self._taken(g, q) for g, q in zip(groups, q1s, strict=True)])
+            q2 = torch.cat([self._taken(g, q) for g, q in zip(groups, q2s, strict=True)])
+            return q1, q2, losses.critic_loss(q1, q2, y, weights)
+
+        q1, q2, per_row = critic_rows()
         critic_loss = per_row.mean()
-        self._step(self.critic_opt, critic_loss, self.critic_params, self._by_task(per_row, rows))
+        if self.famo is None:
+            by_task = self._by_task(per_row, rows)
+            self._step(self.critic_opt, critic_loss, self.critic_params, by_task)
+        else:
+            scales = self.famo.row_scales(local, self._task_totals(per_row, rows))
+            self._step(self.critic_opt, (per_row * scales[rows]).sum(), self.critic_params)
+            with torch.no_grad():
+                self.famo.update(self._task_totals(critic_rows()[2], rows))
         td = (0.5 * ((q1 - y).abs() + (q2 - y).abs())).detach()
         # Policy, through frozen critics.
         _requires_grad(self.critic_params, False)
@@ -355,8 +380,6 @@ class SacLearner:
         self._step(self.actor_opt, actor_loss, self.actor_params, self._by_task(per_row, rows))
         # Temperatures: each task's own, from its mean entropy in this batch.
         entropy = torch.cat([n[1] for n in now]).detach()
-        k = len(self.task_names)
-        local = torch.zeros(k, device=self.device).index_add_(0, rows, torch.ones_like(entropy))
         total_h = torch.zeros(k, device=self.device).index_add_(0, rows, entropy)
         count, total_h = self._task_sums(local, total_h)
         # Tasks absent from the batch add nothing (a mask, not boolean indexing: that would
@@ -384,6 +407,12 @@ class SacLearner:
         if g.box:
             return q
         return q.gather(-1, g.actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def _task_totals(self, per_row: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Each task's sum ``[K]`` of ``per_row`` (not differentiated; ``rows``: each row's
+        task)."""
+        totals = torch.zeros(len(self.task_names), device=self.device, dtype=per_row.dtype)
+        return totals.index_add_(0, rows, per_row.detach())
 
     def _by_task(self, per_row: torch.Tensor, rows: torch.Tensor) -> dict[int, torch.Tensor]:
         """Each present task's part of the mean of ``per_row`` (empty unless the tasks'
@@ -441,10 +470,14 @@ class SacLearner:
     def pop_diagnostics(self) -> dict[str, float]:
         """Per-task means over the gradient steps since the last call: ``learner/<task>/
         alpha``, ``entropy`` (of the squashed action in ``[-1, 1]``), ``q`` (of the sampled
-        actions), ``td_error`` (mean |δ| of the twin critics), and the replay's size."""
+        actions), ``td_error`` (mean |δ| of the twin critics), and the replay's size; with FAMO
+        each task's weight in the critics' loss now (``famo_weight``, summing to 1)."""
         out = self.diagnostics.pop()
         for k, name in enumerate(self.task_names):
             out[f"learner/{name}/replay_transitions"] = float(self.replays[k].sampler.count)
+        if self.famo is not None:
+            for name, weight in zip(self.task_names, self.famo.weights.tolist(), strict=True):
+                out[f"learner/{name}/famo_weight"] = weight
         return out
 
     # -- checkpoints (what they hold: mtrl/algorithms/sac/state.py) ------------------------------

@@ -15,7 +15,10 @@ batches:
    ``learner.multitask.gradients`` combining the tasks' gradients, the per-task gradients of
    the shared torsos are averaged too, before the combination;
 3. **each temperature**: per task, sample counts and entropy sums are summed over replicas,
-   so a task's temperature follows its mean entropy over the whole batch;
+   so a task's temperature follows its mean entropy over the whole batch; with FAMO
+   (``learner.multitask.loss_weighting: famo``) each task's critic loss sums before and after
+   the critics' step likewise, so every replica weighs the tasks alike and moves FAMO's logits
+   alike;
 4. **the logged losses**: averaged over replicas once per update. The per-task diagnostics
    (``learner/<task>/q``, ...) are rank 0's own.
 

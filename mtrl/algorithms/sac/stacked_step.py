@@ -24,7 +24,8 @@ its arithmetic"). Here instead:
 
 The math is the per-task step's, term by term (``tests/algorithms/test_sac_stacked_step.py``
 compares one step of each, values and gradients: Box and Discrete tasks, vector and image
-observations, prioritized replay, combined task gradients, a task-conditioned torso, one task).
+observations, prioritized replay, combined task gradients, FAMO's weighted critic losses, a
+task-conditioned torso, one task).
 :func:`why_not` says when a learner must keep the per-task step (Dict or Tuple observations,
 per-task step sizes, integers past float32's range), :func:`pays` when it is the faster one
 (on a CUDA GPU; on a CPU where a group holds several tasks). :data:`ENABLED` forces either
@@ -34,7 +35,7 @@ path, to compare (``benchmarks/learner_update.py --stacked-step``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -325,13 +326,22 @@ class StackedSac:
             (b.obs, torch.tanh(b.actions) if g.box else None)
             for g, b in zip(self.groups, batches, strict=True)
         ]
-        qs = self.critic(inputs, rows, False)
-        qs = [self._taken(g, b, q) for g, b, q in zip(self.groups, batches, qs, strict=True)]
-        per_row = [
-            losses.critic_loss(q[0], q[1], y, b.weights)
-            for q, y, b in zip(qs, ys, batches, strict=True)
-        ]
-        loss = self._descend(lr.critic_opt, per_row, self.critic.params, count)
+
+        def critic_rows() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+            """Each group's ``Q`` of the stored actions and critic loss per row."""
+            qs = self.critic(inputs, rows, False)
+            qs = [self._taken(g, b, q) for g, b, q in zip(self.groups, batches, qs, strict=True)]
+            per_row = [
+                losses.critic_loss(q[0], q[1], y, b.weights)
+                for q, y, b in zip(qs, ys, batches, strict=True)
+            ]
+            return qs, per_row
+
+        qs, per_row = critic_rows()
+        if lr.famo is None:
+            loss = self._descend(lr.critic_opt, per_row, self.critic.params, count)
+        else:
+            loss = self._famo_descend(per_row, count, lambda: critic_rows()[1])
         tds = [(0.5 * (q - y).abs().sum(0)).detach() for q, y in zip(qs, ys, strict=True)]
         return loss, qs, tds
 
@@ -372,6 +382,27 @@ class StackedSac:
         loss = sum(r.sum() for r in per_row) / n
         self.learner._step(opt, loss, params, self._by_task(per_row, count, n))
         return loss
+
+    def _famo_descend(
+        self,
+        per_row: Sequence[torch.Tensor],
+        count: torch.Tensor,
+        measure: Callable[[], Sequence[torch.Tensor]],
+    ) -> torch.Tensor:
+        """The critics' step on FAMO's weighting of the tasks' critic losses (the groups'
+        ``per_row``), then FAMO's logit step from the loss ``measure`` finds on the same rows
+        after it (:mod:`mtrl.algorithms.sac.famo`); returns the plain mean loss."""
+        lr = self.learner
+        assert lr.famo is not None
+        scales = lr.famo.row_scales(count, self._per_task([r.detach().sum(1) for r in per_row]))
+        weighted = sum(
+            (r * scales.index_select(0, i).unsqueeze(1)).sum()
+            for r, i in zip(per_row, self._index, strict=True)
+        )
+        lr._step(lr.critic_opt, weighted, self.critic.params)
+        with torch.no_grad():
+            lr.famo.update(self._per_task([r.sum(1) for r in measure()]))
+        return sum(r.sum() for r in per_row) / float(lr.sac.batch_size)
 
     def _temperature_step(self, count: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
         """Each task's temperature towards its target entropy, from its rows' summed entropy

@@ -1,6 +1,7 @@
 """What a SAC learner's checkpoint holds (networks, optimisers, temperatures, the replay
-ratio's carry, the batch mix, the sampling RNG and, with ``checkpoint.replay``, every task's
-replay), and putting it back."""
+ratio's carry, the batch mix, the sampling RNG, FAMO's task logits and their optimiser when
+FAMO weighs the critic losses and, with ``checkpoint.replay``, every task's replay), and putting
+it back."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def capture(learner: Any) -> dict[str, Any]:
         "mix": torch.from_numpy(learner.mix.weighted.copy()),
         "rng": learner.rng.bit_generator.state,
     }
+    if learner.famo is not None:
+        state["famo"] = learner.famo.state_dict()
     if learner.cfg.checkpoint_replay:
         state["replay"] = [r.state_dict() for r in learner.replays]
     return state
@@ -54,6 +57,8 @@ def restore(learner: Any, state: dict[str, Any], quiet: bool = False) -> None:
     learner.ratio.carry = float(state["carry"])
     learner.mix.weighted[:] = state["mix"].numpy()
     learner.rng.bit_generator.state = state["rng"]
+    if learner.famo is not None and "famo" in state:  # else FAMO's weights start uniform
+        learner.famo.load_state_dict(state["famo"])
     if "replay" in state:
         for replay, saved in zip(learner.replays, state["replay"], strict=True):
             replay.load_state_dict(saved)

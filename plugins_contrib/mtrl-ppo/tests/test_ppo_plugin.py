@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from mtrl_ppo.plugin import make_ppo_learner
+from mtrl_ppo.plugin import check_config, make_ppo_learner
 from mtrl_ppo.settings import PpoSettings
 from pydantic import ValidationError
 
@@ -108,6 +108,17 @@ def test_combining_the_tasks_gradients_is_refused_in_one_line(tmp_path: Path, co
     assert out.returncode == 2, said
     assert "learner.multitask.gradients: pcgrad is not supported by ppo" in said
     assert "Traceback" not in said
+
+
+def test_famos_loss_weighting_is_refused_by_the_rules_own_check() -> None:
+    """FAMO needs positive losses that measure progress; PPO's policy-gradient loss is not:
+    one line, not silently ignored."""
+    from mtrl.config import LearnerConfig
+
+    cfg = LearnerConfig.model_validate({"multitask": {"loss_weighting": "famo"}})
+    (line,) = check_config(cfg, None)
+    assert line.startswith("learner.multitask.loss_weighting: famo is not supported by ppo")
+    assert check_config(LearnerConfig(), None) == []
 
 
 def test_the_factory_takes_the_validated_section_as_a_seventh_argument() -> None:

@@ -47,14 +47,24 @@ def make_ppo_learner(
 def check_config(cfg: LearnerConfig, settings: PpoSettings | None) -> list[str]:
     """What PPO refuses in a learner config, one line each: combining the tasks' gradients
     (``learner.multitask.gradients`` other than ``sum``), which its minibatches, mixing tasks,
-    do not take — refused rather than silently ignored."""
+    do not take, and FAMO's loss weighting (``learner.multitask.loss_weighting``), which needs
+    positive losses that measure progress, as a policy-gradient loss is not — refused rather
+    than silently ignored."""
+    problems = []
     how = cfg.multitask.gradients
-    if how == "sum":
-        return []
-    return [
-        f"learner.multitask.gradients: {how} is not supported by ppo (its minibatches mix "
-        "the tasks' samples into one loss); use sum, or learner.algorithm: impala or sac"
-    ]
+    if how != "sum":
+        problems.append(
+            f"learner.multitask.gradients: {how} is not supported by ppo (its minibatches mix "
+            "the tasks' samples into one loss); use sum, or learner.algorithm: impala or sac"
+        )
+    weighting = cfg.multitask.loss_weighting
+    if weighting != "none":
+        problems.append(
+            f"learner.multitask.loss_weighting: {weighting} is not supported by ppo (its "
+            "policy-gradient loss is not positive and does not measure a task's progress): "
+            "use loss_weighting: none, or learner.algorithm: sac"
+        )
+    return problems
 
 
 @hookimpl
