@@ -16,7 +16,10 @@ One :meth:`SacLearner.update` (the trainer calls it with fresh unrolls, one
    by FAMO, :mod:`mtrl.algorithms.sac.famo`), a policy step and a temperature step (one
    learned ``α`` per task), then moves the target critics by ``tau``
    (:mod:`mtrl.algorithms.sac.losses` has the math);
-4. the policy version goes up by one; the trainer publishes ``model`` to the actors.
+4. with ``learner.sac.reset_every``, after every ``reset_every``-th gradient step of the run
+   the networks (and with ``reset: all`` the temperatures) are re-initialised in place, the
+   replay kept (:mod:`mtrl.algorithms.sac.resets`);
+5. the policy version goes up by one; the trainer publishes ``model`` to the actors.
 
 The actors act with :attr:`SacLearner.model`, the trainer's
 :class:`~mtrl.learner.model.MultiTaskModel` with SAC's squashed-Gaussian heads on its ``Box``
@@ -38,7 +41,7 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.algorithms.feed import batch_to_unroll
-from mtrl.algorithms.sac import device_replay, losses
+from mtrl.algorithms.sac import device_replay, losses, resets
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
@@ -226,8 +229,11 @@ class SacLearner:
         new_steps = sum(b.num_steps for b in batches if b.task in ready_set)
         steps = self._owed_steps(new_steps, bool(ready))
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
-        for _ in range(steps):
+        every = self.sac.reset_every
+        for done in range(self.gradient_steps + 1, self.gradient_steps + steps + 1):
             sums += self._gradient_step(ready)
+            if every is not None and done % every == 0:
+                resets.reset(self)
         self.gradient_steps += steps
         self.version += 1
         if steps:
@@ -237,13 +243,16 @@ class SacLearner:
                 "losses/actor": actor,
                 "losses/temperature": temperature,
             }
-        return {
+        metrics = {
             **self._losses,
             "charts/learner_samples": float(steps * self.sac.batch_size),
             "charts/learning_rate": self.sac.actor_lr,
             "sac/gradient_steps": float(self.gradient_steps),
             "sac/ready_tasks": float(len(ready)),
         }
+        if every is not None:  # the resets so far: one after every reset_every gradient steps
+            metrics["sac/resets"] = float(self.gradient_steps // every)
+        return metrics
 
     def _owed_steps(self, new_steps: int, ready: bool) -> int:
         """Gradient steps owed for ``new_steps`` fresh env steps of ready tasks (none while
@@ -458,6 +467,9 @@ class SacLearner:
 
     def _reduce_gradients(self, params: Sequence[torch.Tensor]) -> None:
         """Make ``params``' gradients the whole batch's (here: already are)."""
+
+    def _share_reset(self) -> None:
+        """Make a reset's fresh networks every replica's (here: the only one)."""
 
     def _reduce_task_gradients(self, grads: torch.Tensor) -> torch.Tensor:
         """Per-task gradients ``[K, P]`` of the shared parameters, the whole batch's."""

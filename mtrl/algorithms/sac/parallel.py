@@ -22,8 +22,9 @@ batches:
 4. **the logged losses**: averaged over replicas once per update. The per-task diagnostics
    (``learner/<task>/q``, ...) are rank 0's own.
 
-Initial parameters are broadcast from rank 0 and every later change is computed identically,
-so the replicas stay equal; each keeps its own sampling RNG (seeded per rank by the trainer).
+Initial parameters, and the networks re-initialised by a reset (``learner.sac.reset_every``),
+are broadcast from rank 0 and every later change is computed identically, so the replicas stay
+equal; each keeps its own sampling RNG (seeded per rank by the trainer).
 Prioritized replay corrects each replica's draw by its own replay's importance weights.
 
 Checkpoints hold rank 0's replicas' state (they are equal) and, with ``checkpoint.replay``,
@@ -104,6 +105,10 @@ class DataParallelSacLearner(SacLearner):
             for p in grads:
                 if p.grad is not None:
                     p.grad.div_(self.world)
+
+    def _share_reset(self) -> None:
+        """Rank 0's fresh networks on every replica (each drew its own), as at the start."""
+        broadcast_parameters([*self.model.parameters(), *self.critic_params])
 
     def _reduce_task_gradients(self, grads: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(grads)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from mtrl.config.base import ConfigModel
 
@@ -38,7 +38,9 @@ class SacSettings(ConfigModel):
     replay_ratio: PositiveFloat = 256.0
     """Samples trained per env step, whatever the actors' speed: each update takes
     ``replay_ratio x new env steps / batch_size`` gradient steps (the fraction carried to the
-    next). 256 with ``batch_size: 256`` is SAC's one gradient step per env step."""
+    next). 256 with ``batch_size: 256`` is SAC's one gradient step per env step; any multiple
+    above it takes several (2560: ten per env step, the high replay ratios that
+    ``reset_every`` makes pay)."""
     batch_size: PositiveInt = 256
     """Transitions per gradient step, drawn across the tasks (each task's share is its share of
     the weighted fresh data: its target share while ``scheduler.loss_weights`` is on)."""
@@ -75,6 +77,28 @@ class SacSettings(ConfigModel):
     max_grad_norm: PositiveFloat | None = None
     """Global gradient-norm clip of each of the three optimisers (None: no clipping, as in
     SAC)."""
+    reset_every: PositiveInt | None = None
+    """Gradient steps between periodic resets of the agent (None: never reset). After every
+    ``reset_every``-th gradient step of the run, what ``reset`` names is re-initialised as the
+    learner built it at the start, and training goes on from the replay, which is kept whole.
+    Resets undo the primacy bias (Nikishin et al. 2022, "The Primacy Bias in Deep RL"): networks
+    trained many gradient steps on the first data lose the ability to fit later data, and the
+    more gradient steps per env step, the sooner; with resets the replay ratio can go well above
+    one gradient step per env step and keep paying (D'Oro et al. 2023, "Sample-Efficient RL by
+    Breaking the Replay Ratio Barrier"; BRO, Nauman et al. 2024). Counted in gradient steps, as
+    D'Oro et al. count it: the overfitting grows with the updates, so a schedule in gradient
+    steps holds its meaning at any ``replay_ratio`` (a higher ratio resets more often per env
+    step); the counter is the checkpointed ``gradient_steps``, so a resumed run keeps the
+    schedule. Each reset is counted in the ``sac/resets`` metric."""
+    reset: Literal["all", "networks"] = "all"
+    """What a reset (``reset_every``) re-initialises. ``networks``: the policy (every task's
+    encoder and head, the shared torso), both critics (the same) with their target copies set
+    equal to the new critics, and the Adam moments and step counts of the policy's and critics'
+    optimisers. ``all`` (the default): the networks and, as the papers' code re-creates the
+    whole agent, every task's temperature (back to ``initial_alpha``) and, with
+    ``learner.multitask.loss_weighting: famo``, FAMO's task logits, each with its optimiser's
+    state. Always kept: the replay, the batch mix, the replay ratio's carry, the step counters
+    and the policy version (which goes up, so the actors act with the new weights)."""
     draw_on_device: bool | None = None
     """Mirror the replay in the learner device's memory and draw each gradient step's batch
     there, so that only the batch's per-task counts cross from the host per step (the host
@@ -83,6 +107,17 @@ class SacSettings(ConfigModel):
     memory (it takes as many bytes as the host replay). True: wherever the tasks take the
     stacked step with uniform replay on one process (a CPU too); False: never. The rows come
     from the device's random generator, the same distribution as the host's draw."""
+
+    @model_validator(mode="after")
+    def _reset_needs_a_schedule(self) -> SacSettings:
+        """Refuse ``reset`` without ``reset_every``: it would say what is reset in a run that
+        never resets."""
+        if "reset" in self.model_fields_set and self.reset_every is None:
+            raise ValueError(
+                f"reset: {self.reset} says what a reset re-initialises, but reset_every is null "
+                "(no resets): set reset_every (gradient steps between resets) or drop reset"
+            )
+        return self
 
 
 SAC_LEARNER_DEFAULTS: dict[str, object] = {

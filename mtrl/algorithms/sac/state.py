@@ -1,7 +1,8 @@
 """What a SAC learner's checkpoint holds (networks, optimisers, temperatures, the replay
 ratio's carry, the batch mix, the sampling RNG, FAMO's task logits and their optimiser when
 FAMO weighs the critic losses and, with ``checkpoint.replay``, every task's replay), and putting
-it back."""
+it back. The periodic resets' schedule (``learner.sac.reset_every``) needs nothing of its own:
+it is the gradient-step count's."""
 
 from __future__ import annotations
 
