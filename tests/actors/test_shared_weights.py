@@ -62,11 +62,17 @@ def test_a_reader_loads_what_was_published_only_when_newer() -> None:
         weights.close()
 
 
-def _read_for(layout: WeightsLayout, seconds: float, loads: mp.Value) -> None:  # type: ignore[valid-type]
-    """A reader in its own process: loads for ``seconds``; exits 1 if it ever kept a mix."""
+LOADS_WANTED = 150
+"""Loads the racing reader makes before it stops: it waits for that many, however slowly a
+loaded machine runs it, rather than reading for a fixed time."""
+
+
+def _read_until(layout: WeightsLayout, want: int, loads: mp.Value) -> None:  # type: ignore[valid-type]
+    """A reader in its own process: loads newer versions until it has made ``want`` loads (or
+    a minute has passed); exits 1 if it ever kept a mix."""
     reader, dst, version = WeightsReader(layout), _Net(), 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 60.0
+    while loads.value < want and time.monotonic() < deadline:
         if reader.newer_than(version):
             version = reader.load(dst, version)
             loads.value += 1
@@ -80,7 +86,7 @@ def test_a_reader_racing_a_writer_never_keeps_a_mix_of_versions() -> None:
     ctx = mp.get_context("spawn")
     weights = SharedWeights(_Net())
     loads = ctx.Value("l", 0)
-    proc = ctx.Process(target=_read_for, args=(weights.layout, 3.0, loads), daemon=True)
+    proc = ctx.Process(target=_read_until, args=(weights.layout, LOADS_WANTED, loads), daemon=True)
     proc.start()
     net, v = _Net(), 0
     try:
@@ -91,7 +97,7 @@ def test_a_reader_racing_a_writer_never_keeps_a_mix_of_versions() -> None:
     finally:
         weights.close()
     assert proc.exitcode == 0, "the reader kept a torn copy"
-    assert loads.value > 100, "the reader loaded while the writer kept writing"
+    assert loads.value >= LOADS_WANTED, "the reader loaded while the writer kept writing"
     assert v >= loads.value, "every load was of a newer version"
 
 
