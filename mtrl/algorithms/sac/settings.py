@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from mtrl.config.base import ConfigModel
 
@@ -91,14 +91,15 @@ class SacSettings(ConfigModel):
     step); the counter is the checkpointed ``gradient_steps``, so a resumed run keeps the
     schedule. Each reset is counted in the ``sac/resets`` metric."""
     reset: Literal["all", "networks"] = "all"
-    """What a reset (``reset_every``) re-initialises. ``networks``: the policy (every task's
-    encoder and head, the shared torso), both critics (the same) with their target copies set
-    equal to the new critics, and the Adam moments and step counts of the policy's and critics'
-    optimisers. ``all`` (the default): the networks and, as the papers' code re-creates the
+    """What a reset (``reset_every``) re-initialises; without ``reset_every`` it has no effect (a
+    resolved config, which writes every field, carries it either way). ``networks``: the policy
+    (every task's encoder and head, the shared torso), both critics (the same) with their target
+    copies set equal to the new critics, and the Adam moments and step counts of the policy's and
+    critics' optimisers. ``all`` (the default): the networks and, as the papers' code re-creates the
     whole agent, every task's temperature (back to ``initial_alpha``) and, with
-    ``learner.multitask.loss_weighting: famo``, FAMO's task logits, each with its optimiser's
-    state. Always kept: the replay, the batch mix, the replay ratio's carry, the step counters
-    and the policy version (which goes up, so the actors act with the new weights)."""
+    ``learner.multitask.loss_weighting: famo``, FAMO's task logits, each with its optimiser's state.
+    Always kept: the replay, the batch mix, the replay ratio's carry, the step counters and the
+    policy version (which goes up, so the actors act with the new weights)."""
     draw_on_device: bool | None = None
     """Mirror the replay in the learner device's memory and draw each gradient step's batch
     there, so that only the batch's per-task counts cross from the host per step (the host
@@ -107,17 +108,6 @@ class SacSettings(ConfigModel):
     memory (it takes as many bytes as the host replay). True: wherever the tasks take the
     stacked step with uniform replay on one process (a CPU too); False: never. The rows come
     from the device's random generator, the same distribution as the host's draw."""
-
-    @model_validator(mode="after")
-    def _reset_needs_a_schedule(self) -> SacSettings:
-        """Refuse ``reset`` without ``reset_every``: it would say what is reset in a run that
-        never resets."""
-        if "reset" in self.model_fields_set and self.reset_every is None:
-            raise ValueError(
-                f"reset: {self.reset} says what a reset re-initialises, but reset_every is null "
-                "(no resets): set reset_every (gradient steps between resets) or drop reset"
-            )
-        return self
 
 
 SAC_LEARNER_DEFAULTS: dict[str, object] = {
