@@ -35,7 +35,12 @@ from mtrl.train.trainer import RECENT_EPISODES as RECENT
 from mtrl.train.trainer import Trainer
 
 #: --env -> (env id, target mean return of the last 20 episodes)
-ENVS = {"cartpole": ("gymnasium/CartPole-v1", 475.0), "ocean": ("pufferlib/cartpole", 190.0)}
+ENVS = {
+    "cartpole": ("gymnasium/CartPole-v1", 475.0),
+    "ocean": ("pufferlib/cartpole", 190.0),
+    "acrobot": ("gymnasium/Acrobot-v1", -100.0),
+    "breakout": ("minatar/breakout", 5.0),
+}
 
 
 def from_file(a: argparse.Namespace, run_dir: str) -> Any:

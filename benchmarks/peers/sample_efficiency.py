@@ -1,4 +1,5 @@
-"""Sample efficiency on CartPole-v1: env steps and seconds to a 475 mean return, over seeds.
+"""Sample efficiency on CartPole-v1 (or Acrobot-v1, MinAtar breakout): env steps and seconds to a
+target mean return, over seeds.
 
 Stable-Baselines3 PPO out of the box (default MlpPolicy, 8 envs, torch's default threads),
 PufferLib 3's PPO (pufferl, 8 envs × 128 steps per epoch, CleanRL's CartPole settings) and
@@ -16,6 +17,15 @@ Targets: mtrl's median steps to 475 no more than SB3's in the same run, and its 
 plugin is installed); its target: median steps to 475 no more than SB3's PPO. Each side's
 median and IQM of the steps to 475, over the seeds that reached it, come with 95% stratified
 bootstrap intervals (rliable, when installed: ``mtrl[bench]``).
+
+``--env acrobot`` and ``--env breakout`` run PPO against PPO on two more envs, with the same
+protocol (the mean of the last 20 episodes against the env's target: −100 on Acrobot-v1, 5 on
+MinAtar breakout, the quickstart's target) and write ``docs/results/peers_ppo_<env>.json``.
+Acrobot: SB3's PPO with rl-baselines3-zoo's tuned settings for Acrobot-v1 against the plugin's
+``configs/ppo_acrobot.yaml``. Breakout: SB3 has no tuned settings for MinAtar, so its PPO runs
+with the plugin's ``configs/ppo_minatar_breakout.yaml`` settings and network, stepping the same
+game (``minatar/breakout`` of plugins_contrib/mtrl-minatar, in the ``sb3_minatar`` venv).
+Both sides use one torch thread there.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from _common import machine, write_result  # noqa: E402
 from run import run_one  # noqa: E402
-from venvs import ensure  # noqa: E402
+from venvs import ensure, python_of  # noqa: E402
 
 print = functools.partial(print, flush=True)
 
@@ -43,7 +53,10 @@ MTRL_SIDE = "mtrl_serial_16"
 SB3_SIDE = "sb3_ppo_default"
 PUFFER_SIDE = "pufferlib_ppo_8"
 PPO_SIDE = "mtrl_ppo"
-PPO_CONFIG = HERE.parents[1] / "plugins_contrib" / "mtrl-ppo" / "configs" / "ppo_cartpole.yaml"
+PPO_CONFIGS = HERE.parents[1] / "plugins_contrib" / "mtrl-ppo" / "configs"
+PPO_CONFIG = PPO_CONFIGS / "ppo_cartpole.yaml"
+SB3_ZOO_SIDE = "sb3_ppo_zoo"
+SB3_MATCHED_SIDE = "sb3_ppo_matched"
 
 #: name -> (peer, driver arguments, what it is)
 SIDES: dict[str, tuple[str, list[str], str]] = {
@@ -77,6 +90,72 @@ SIDES: dict[str, tuple[str, list[str], str]] = {
 }
 
 
+#: PPO against PPO beyond CartPole: --env -> its sides, as SIDES.
+PPO_SIDES: dict[str, dict[str, tuple[str, list[str], str]]] = {
+    "acrobot": {
+        SB3_ZOO_SIDE: (
+            "sb3",
+            [
+                *("--env", "acrobot", "--envs", "16", "--n-steps", "256", "--batch", "64"),
+                *("--epochs", "4", "--gae-lambda", "0.94", "--gamma", "0.99", "--ent-coef", "0"),
+                *("--normalize", "--net", "default", "--threads", "1"),
+            ],
+            "SB3 PPO with rl-baselines3-zoo's Acrobot-v1 settings: 16 envs, n_steps 256, "
+            "batch 64, 4 epochs, GAE lambda 0.94, gamma 0.99, ent_coef 0, VecNormalize (obs "
+            "and reward, the zoo's normalize: true), SB3 defaults otherwise (lr 3e-4, clip 0.2, "
+            "MlpPolicy: separate 64-64 tanh pi and vf, 9,476 params); 1 torch thread",
+        ),
+        PPO_SIDE: (
+            "mtrl",
+            ["--env", "acrobot", "--config", str(PPO_CONFIGS / "ppo_acrobot.yaml")],
+            "mtrl's PPO plugin (configs/ppo_acrobot.yaml): serial actor, 16 envs x 128 steps "
+            "per update, 4 epochs x 32 minibatches of 64, GAE lambda 0.94, gamma 0.99, no "
+            "entropy bonus, lr 3e-4, PopArt, shared tanh MLP 6-64-64 (9,028 params); "
+            "OMP_NUM_THREADS=1",
+        ),
+    },
+    "breakout": {
+        SB3_MATCHED_SIDE: (
+            "sb3",
+            [
+                *("--env", "breakout", "--envs", "16", "--n-steps", "128", "--batch", "256"),
+                *("--epochs", "4", "--lr", "0.002", "--ent-coef", "0.01", "--net", "minatar"),
+                *("--threads", "1"),
+            ],
+            "SB3 PPO with the mtrl config's settings (no tuned SB3 settings exist for MinAtar): "
+            "16 envs, n_steps 128, batch 256, 4 epochs, lr 2e-3, ent_coef 0.01, GAE lambda "
+            "0.95, gamma 0.99, clip 0.2; conv 16 3x3 -> Linear 128 (ReLU) shared by linear "
+            "heads (132,308 params); minatar/breakout through mtrl.plugins.SingleCopyEnv; "
+            "1 torch thread",
+        ),
+        PPO_SIDE: (
+            "mtrl",
+            ["--env", "breakout", "--config", str(PPO_CONFIGS / "ppo_minatar_breakout.yaml")],
+            "mtrl's PPO plugin (configs/ppo_minatar_breakout.yaml): serial actor, 16 envs x 128 "
+            "steps per update, 4 epochs x 8 minibatches of 256, lr 2e-3, entropy 0.01, no PopArt; "
+            "the same conv network (132,308 params); OMP_NUM_THREADS=1",
+        ),
+    },
+}
+#: --env -> (what the result calls the env, its target, the default result name)
+ENVS = {
+    "cartpole": ("CartPole-v1 (gymnasium)", 475.0, "peers_sample_efficiency"),
+    "acrobot": ("Acrobot-v1 (gymnasium)", -100.0, "peers_ppo_acrobot"),
+    "breakout": (
+        "minatar/breakout (plugins_contrib/mtrl-minatar, MinAtar 1.0.15)",
+        5.0,
+        "peers_ppo_breakout",
+    ),
+}
+#: Sides whose peer runs in another venv than the peer's own.
+VENV_OF = {SB3_MATCHED_SIDE: "sb3_minatar"}
+
+
+def sides_of(env: str) -> dict[str, tuple[str, list[str], str]]:
+    """The sides that can run on ``env``."""
+    return SIDES if env == "cartpole" else PPO_SIDES[env]
+
+
 def spread(values: list[float]) -> dict[str, float] | None:
     """Median, min and max (None for no values)."""
     if not values:
@@ -103,16 +182,32 @@ def intervals(values: list[float]) -> dict[str, dict[str, float]] | None:
     }
 
 
-def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per side: how many seeds reached 475, and steps and seconds to it over those seeds."""
+def summarise(runs: list[dict[str, Any]], tag: str = "475") -> dict[str, Any]:
+    """Per side: how many seeds reached the target, and steps and seconds to it over those
+    seeds (keys ``steps_to_<tag>``: ``475`` on CartPole, ``target`` elsewhere)."""
     hit = [r["solved_at"] for r in runs if r.get("solved_at")]
     return {
         "seeds": len(runs),
         "reached": len(hit),
-        "steps_to_475": spread([h["env_steps"] for h in hit]),
-        "steps_to_475_intervals": intervals([h["env_steps"] for h in hit]),
-        "seconds_to_475": spread([h["seconds"] for h in hit]),
+        f"steps_to_{tag}": spread([h["env_steps"] for h in hit]),
+        f"steps_to_{tag}_intervals": intervals([h["env_steps"] for h in hit]),
+        f"seconds_to_{tag}": spread([h["seconds"] for h in hit]),
         "final_mean_return": spread([r["mean_return"] for r in runs if r.get("mean_return")]),
+    }
+
+
+def ppo_targets(summary: dict[str, Any]) -> dict[str, bool]:
+    """Beyond CartPole: the PPO plugin's median steps to the target no more than SB3's PPO's."""
+    sb3 = next((summary[k] for k in (SB3_ZOO_SIDE, SB3_MATCHED_SIDE) if k in summary), None)
+    ppo = summary.get(PPO_SIDE)
+    if not (sb3 and ppo):
+        return {}
+    mine, theirs = ppo["steps_to_target"], sb3["steps_to_target"]
+    # SB3 at the target in no seed: its median lies past the window, beyond any of PPO's.
+    at_most = bool(mine and (theirs is None or mine["median"] <= theirs["median"]))
+    return {
+        "ppo_steps_at_most_sb3": at_most,
+        "ppo_reached_every_seed": ppo["reached"] == ppo["seeds"],
     }
 
 
@@ -150,24 +245,34 @@ def _fmt(s: dict[str, float] | None, scale: float = 1.0, unit: str = "", f: str 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--env", choices=sorted(ENVS), default="cartpole")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=40.0, help="training seconds per run")
     ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, ... (0)")
     ap.add_argument("--no-write", action="store_true", help="do not write docs/results")
-    ap.add_argument("--name", default="peers_sample_efficiency", help="result file's name")
+    ap.add_argument(
+        "--name",
+        default=None,
+        help="result file's name (peers_sample_efficiency; peers_ppo_<env> beyond CartPole)",
+    )
     ap.add_argument(
         "--sides",
-        default=",".join(SIDES),
-        help=f"comma-separated subset of {', '.join(SIDES)} (SB3's and mtrl's are needed for "
-        "the targets)",
+        default=None,
+        help=f"comma-separated subset of {', '.join(SIDES)} on CartPole, of "
+        f"{', '.join(PPO_SIDES['acrobot'])} on Acrobot, of {', '.join(PPO_SIDES['breakout'])} "
+        "on breakout (default all; SB3's and mtrl's are needed for the targets)",
     )
     a = ap.parse_args()
-    sides = {k: SIDES[k] for k in a.sides.split(",")}
-    for peer in {peer for peer, _, _ in sides.values()} - {"mtrl"}:
-        ensure(peer)
+    label, target, name = ENVS[a.env]
+    tag = "475" if a.env == "cartpole" else "target"
+    known = sides_of(a.env)
+    sides = {k: known[k] for k in (a.sides.split(",") if a.sides else known)}
+    for venv in {VENV_OF.get(k, peer) for k, (peer, _, _) in sides.items()} - {"mtrl"}:
+        ensure(venv)
     out: dict[str, Any] = {
         "machine": machine(),
-        "env": "CartPole-v1 (gymnasium)",
+        "env": label,
+        **({} if a.env == "cartpole" else {"target": target}),
         "seconds_per_run": a.seconds,
         "sides": {k: v[2] for k, v in sides.items()},
         "runs": {k: [] for k in sides},
@@ -176,27 +281,33 @@ def main() -> None:
     for seed in range(a.first_seed, a.first_seed + a.seeds):
         for name, (peer, args, _) in sides.items():
             load = os.getloadavg()[0]
-            r = run_one(peer, [*args, "--seed", str(seed)], 0.0, a.seconds)
+            venv = VENV_OF.get(name)
+            python = str(python_of(venv)) if venv else None
+            r = run_one(peer, [*args, "--seed", str(seed)], 0.0, a.seconds, python)
             r.update(seed=seed, load_avg_1min_before=load)
             out["runs"][name].append(r)
             s = r.get("solved_at")
             got = f"{s['env_steps'] / 1e3:,.0f}k steps, {s['seconds']:.1f} s" if s else "—"
-            print(f"{name} seed {seed}: 475 at {got}; end {r.get('mean_return')} (load {load:.1f})")
+            print(
+                f"{name} seed {seed}: {target:g} at {got}; end {r.get('mean_return')} "
+                f"(load {load:.1f})"
+            )
     out["total_wall_s"] = time.perf_counter() - t0
-    out["summary"] = {k: summarise(v) for k, v in out["runs"].items()}
-    out["targets"] = targets(out["summary"])
-    print("\n| side | reached 475 | env steps to 475 (median [min, max]) | seconds to 475 |")
+    out["summary"] = {k: summarise(v, tag) for k, v in out["runs"].items()}
+    out["targets"] = targets(out["summary"]) if a.env == "cartpole" else ppo_targets(out["summary"])
+    t = f"{target:g}"
+    print(f"\n| side | reached {t} | env steps to {t} (median [min, max]) | seconds to {t} |")
     print("|---|---:|---|---|")
     for name, s in out["summary"].items():
         print(
-            f"| {name} | {s['reached']}/{s['seeds']} | {_fmt(s['steps_to_475'], 1e3, 'k')} | "
-            f"{_fmt(s['seconds_to_475'], f='.1f')} s |"
+            f"| {name} | {s['reached']}/{s['seeds']} | {_fmt(s[f'steps_to_{tag}'], 1e3, 'k')} | "
+            f"{_fmt(s[f'seconds_to_{tag}'], f='.1f')} s |"
         )
     for name, s in out["summary"].items():
-        ci = s["steps_to_475_intervals"]
+        ci = s[f"steps_to_{tag}_intervals"]
         if ci:
             print(
-                f"{name}: steps to 475 (95% bootstrap CI, rliable): "
+                f"{name}: steps to {t} (95% bootstrap CI, rliable): "
                 + "; ".join(
                     f"{k} {v['point'] / 1e3:,.0f}k [{v['ci_low'] / 1e3:,.0f}k, "
                     f"{v['ci_high'] / 1e3:,.0f}k]"
@@ -205,7 +316,7 @@ def main() -> None:
             )
     print(f"targets: {out['targets']}; {out['total_wall_s']:.0f} s in all")
     if not a.no_write:
-        print(f"written to {write_result(a.name, out)}")
+        print(f"written to {write_result(a.name or name, out)}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Peer venvs (SB3, SB3 with MuJoCo, Sample Factory, PufferLib) in ``benchmarks/peers/.venvs``.
+"""Peer venvs (SB3, SB3 with MuJoCo or MinAtar, Sample Factory, PufferLib) in ``.venvs``.
 
 Each venv is built with pip in two steps: torch first (``torch==2.13.0``, the CPU wheel on this
 machine's disk, unless the peer pins another), then the peer with torch pinned to the same
@@ -36,6 +36,13 @@ PEERS: dict[str, list[str]] = {
         "stable-baselines3==2.9.*",
         str(ROOT),
         str(ROOT / "plugins_contrib" / "mtrl-scisim"),
+    ],
+    # SB3's PPO on MinAtar: mtrl and its MinAtar plugin beside SB3, so that SB3 steps the very
+    # game mtrl's PPO does (minatar/<game> through mtrl.plugins.SingleCopyEnv).
+    "sb3_minatar": [
+        "stable-baselines3==2.9.*",
+        str(ROOT),
+        str(ROOT / "plugins_contrib" / "mtrl-minatar"),
     ],
     # Sample Factory 2.1.1 pins numpy<2 and gymnasium<1.0 itself; pip resolves the rest.
     "sf": ["sample-factory==2.1.1"],
