@@ -134,9 +134,7 @@ def make_plan(args: argparse.Namespace) -> lr.Plan:
     cfg = ls.validate(
         data,
         f"{args.config} with --set overrides" if overrides else str(args.config),
-        env_ids=plugins.envs.ids(),
-        scheduler_policies=plugins.schedulers.names(),
-        tracker_names=plugins.trackers.names(),
+        **plugins.config_context(),
     )
     tasks = [
         ls.Task(t.key, t.env, t.target_score, plugins.envs.get(t.env).random_score)

@@ -88,8 +88,9 @@ def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[s
 def validate(
     data: Mapping[str, Any], source: str, **known: Iterable[str] | None
 ) -> ExperimentConfig:
-    """Validate the config mapping ``data`` as ``mtrl train`` would (``known``: ``env_ids``,
-    ``scheduler_policies``, ``tracker_names`` of :func:`mtrl.config.parse_config`); raises
+    """Validate the config mapping ``data`` as ``mtrl train`` would (``known``: what
+    :meth:`mtrl.plugins.Plugins.config_context` gives :func:`mtrl.config.parse_config`, so a
+    plugin's learning rule and its ``learner.<rule>:`` section pass too); raises
     :class:`mtrl.errors.ConfigError` naming ``source`` and the bad key."""
     return parse_config(yaml.safe_dump(dict(data), sort_keys=False), source, **known)
 
