@@ -263,7 +263,7 @@ def main() -> None:
         "on breakout (default all; SB3's and mtrl's are needed for the targets)",
     )
     a = ap.parse_args()
-    label, target, name = ENVS[a.env]
+    label, target, result_name = ENVS[a.env]
     tag = "475" if a.env == "cartpole" else "target"
     known = sides_of(a.env)
     sides = {k: known[k] for k in (a.sides.split(",") if a.sides else known)}
@@ -316,7 +316,7 @@ def main() -> None:
             )
     print(f"targets: {out['targets']}; {out['total_wall_s']:.0f} s in all")
     if not a.no_write:
-        print(f"written to {write_result(a.name or name, out)}")
+        print(f"written to {write_result(a.name or result_name, out)}")
 
 
 if __name__ == "__main__":
