@@ -9,7 +9,8 @@ each in its own venv's python through the same drivers as ``run.py``. A run stop
 ``--seconds`` of training; "reached" is the first time the mean of the last 20 episodes is at
 least 475, in env steps and in seconds since the first unroll.
 
-Usage: ``.venv/bin/python benchmarks/peers/sample_efficiency.py [--seeds 5] [--seconds 40]``.
+Usage: ``.venv/bin/python benchmarks/peers/sample_efficiency.py [--env cartpole] [--seeds 5]
+[--seconds 40]``.
 Writes ``docs/results/peers_sample_efficiency.json`` (``--name`` another file in docs/results).
 Targets: mtrl's median steps to 475 no more than SB3's in the same run, and its median seconds to
 475 a third of SB3's or fewer. The side ``mtrl_ppo`` is the PPO plugin
