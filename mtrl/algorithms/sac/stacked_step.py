@@ -1,6 +1,6 @@
 """SAC's gradient step in a few large calls.
 
-The per-task step (:meth:`SacLearner._per_task_step`) runs each task's encoders and heads on
+The per-task step (:mod:`mtrl.algorithms.sac.per_task_step`) runs each task's encoders and heads on
 that task's own rows: with MT10's ten tasks, ten small matmuls per layer, forward and backward,
 for each of the step's network passes, optimisers over a hundred tensors, and bookkeeping
 between them — on one CPU core MT10's step was mostly dispatch, not arithmetic, and on a GPU
