@@ -202,18 +202,6 @@ def test_tasks_are_grouped_by_shape_and_encoders_that_cannot_stack_stand_alone()
     ]
 
 
-@pytest.mark.parametrize(
-    ("tasks", "takes_it"),
-    [([BOX] * 3, True), (MIXED, True), ([BOX], False), ([BOX, OTHER, DISCRETE], False)],
-    ids=["three of one shape", "mixed with a group of two", "one task", "groups of one"],
-)
-def test_on_a_cpu_the_stacked_step_is_taken_where_a_group_holds_several_tasks(
-    tasks: list[TaskSpaces], takes_it: bool
-) -> None:
-    learner = _learner(tasks, None)
-    assert (learner.stacked is not None) is takes_it
-
-
 def test_the_actors_modules_are_views_of_the_stacks() -> None:
     learner = _learner([BOX] * 3, True)
     _fill(learner)
@@ -265,3 +253,20 @@ def test_per_task_step_sizes_keep_the_per_task_step() -> None:
     model = MultiTaskModel([BOX, BOX], cfg.learner.model)
     learner = make_sac_learner(model, cfg.learner, ["a", "b"], lr_scales=[1.0, 2.0])
     assert learner.stacked is None
+
+
+@pytest.mark.parametrize(
+    ("tasks", "stacked"),
+    [
+        ([BOX] * 3, True),  # a group of three
+        (MIXED, True),  # groups of two pay for the image's and the integers' own groups
+        ([BOX], True),  # one vector task: its critics one ensemble, still fewer calls
+        ([OTHER, DISCRETE], True),  # two groups of one, every encoder stacking
+        ([IMAGE, DISCRETE], False),  # a conv encoder and no group of several to pay for it
+        ([BOX, BOX, IMAGE], True),  # a group of several pays for the image's own group
+    ],
+)
+def test_the_step_a_cpu_takes_by_default(tasks: list, stacked: bool) -> None:
+    learner = _learner(tasks, None)
+    assert (learner.stacked is not None) is stacked
+    assert stacked_step.why_not(learner, None) is None

@@ -28,7 +28,8 @@ observations, prioritized replay, combined task gradients, FAMO's weighted criti
 task-conditioned torso, one task).
 :func:`why_not` says when a learner must keep the per-task step (Dict or Tuple observations,
 per-task step sizes, integers past float32's range), :func:`pays` when it is the faster one
-(on a CUDA GPU; on a CPU where a group holds several tasks). :data:`ENABLED` forces either
+(on a CUDA GPU; on a CPU where every task's encoders stack, or a group holds several tasks).
+:data:`ENABLED` forces either
 path, to compare (``benchmarks/learner_update.py --stacked-step``).
 """
 
@@ -55,11 +56,14 @@ from mtrl.learner.stacked import stack_signature
 __all__ = ["ENABLED", "StackedSac", "pays", "task_groups", "why_not"]
 
 ENABLED: bool | None = None
-"""None (the default): take the stacked step where :func:`why_not` allows and it pays — on a
-CUDA GPU always (the step becomes one CUDA graph), on a CPU where some group holds several tasks
-(a group of one runs a batched call of one member, which on a CPU core costs more than the
-plain ``addmm`` of the per-task step: docs/BENCHMARKS.md, "The learner at the speed of its
-arithmetic"). True: wherever :func:`why_not` allows; False: never."""
+"""None (the default): take the stacked step where :func:`why_not` allows and it pays (:func:`pays`)
+— on a CUDA GPU always (the step becomes one CUDA graph); on a CPU where every task's encoders
+stack (vector tasks, even in groups of one: its twin critics as one ensemble and its few
+optimiser tensors cost fewer calls than the per-task step's) or some group holds several tasks.
+A task whose encoder cannot stack (an image's convolutions) runs its own modules inside the
+stacked step, which on a CPU core measured slower than the per-task step when no group of
+several tasks pays for it (docs/BENCHMARKS.md, "The learner at the speed of its arithmetic").
+True: wherever :func:`why_not` allows; False: never."""
 
 SacLearner = Any
 """A :class:`~mtrl.algorithms.sac.learner.SacLearner` (which imports this module)."""
@@ -136,11 +140,12 @@ def task_groups(learner: SacLearner) -> tuple[list[GroupSpec], list[bool]]:
 
 def pays(learner: SacLearner) -> bool:
     """Whether the stacked step is the faster one for ``learner`` (:data:`ENABLED`'s default):
-    on a CUDA GPU, or where a group of stacked encoders holds several tasks."""
+    on a CUDA GPU; on a CPU where every task's encoders stack or a group of stacked encoders
+    holds several tasks."""
     if learner.device.type == "cuda":
         return True
     groups, stacked = task_groups(learner)
-    return any(s and len(g.tasks) > 1 for g, s in zip(groups, stacked, strict=True))
+    return all(stacked) or any(s and len(g.tasks) > 1 for g, s in zip(groups, stacked, strict=True))
 
 
 class StackedSac:
