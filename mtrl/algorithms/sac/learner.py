@@ -41,7 +41,7 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.algorithms.feed import batch_to_unroll
-from mtrl.algorithms.sac import device_replay, losses, resets
+from mtrl.algorithms.sac import device_replay, losses, obs_norm, resets
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
@@ -113,6 +113,8 @@ class SacLearner:
         sac = self.sac
         self.critic = TwinCritic(model, cfg.model, sac.critic_action).to(self.device)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
+        # learner.sac.normalize_obs: running statistics in front of every encoder.
+        self.obs_norm = obs_norm.for_learner(self)
         self.log_alpha = torch.full(
             (k,), math.log(sac.initial_alpha), device=self.device, requires_grad=True
         )
@@ -219,7 +221,10 @@ class SacLearner:
         weighted: dict[int, float] = {}
         mirror = self.stacked.replay if self.stacked is not None else None
         for b in batches:
-            items, live = self.replays[b.task].add_unroll(batch_to_unroll(b))
+            unroll = batch_to_unroll(b)
+            items, live = self.replays[b.task].add_unroll(unroll)
+            if self.obs_norm is not None:
+                self.obs_norm.observe(b.task, unroll.obs)
             if mirror is not None:
                 mirror.write(b.task, items, live)
             weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight

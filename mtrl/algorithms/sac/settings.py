@@ -108,7 +108,15 @@ class SacSettings(ConfigModel):
     memory (it takes as many bytes as the host replay). True: wherever the tasks take the
     stacked step with uniform replay on one process (a CPU too); False: never. The rows come
     from the device's random generator, the same distribution as the host's draw."""
-
+    normalize_obs: bool = False
+    """Normalise each task's float vector observations (a ``Box`` of any rank but an image's)
+    by their running mean and variance, per task, clipped to ±10 (as Stable-Baselines3's
+    ``VecNormalize`` and BRO do): the statistics take in every unroll's observations as it is
+    stored in the replay, and every network reads ``(obs − mean) / sqrt(var + 1e-8)`` — the
+    critics and the policy in the learner's step, the actors' policy through the published
+    weights (the statistics are buffers of the model), checkpoints hold them. The replay keeps
+    the raw observations, so each gradient step sees them under the current statistics. Images,
+    integers scaled by their bounds, text, Dict and Tuple observations are left as they are."""
 
 SAC_LEARNER_DEFAULTS: dict[str, object] = {
     "unroll_length": 8,
