@@ -166,6 +166,26 @@ CASES = {
         {"sac": ", normalize_obs: true", "loss_weighting": "famo"},
         [4, 3, 4, 2, 4, 4, 3],
     ),
+    "categorical critic": ([BOX] * 3, {"sac": ", critic: categorical, num_bins: 11"}, [5, 9, 10]),
+    "mixed, categorical critic, prioritized": (
+        MIXED,
+        {"sac": ", critic: categorical, v_min: -3, v_max: 4", "replay": "sampler: prioritized"},
+        [4, 3, 4, 2, 4, 4, 3],
+    ),
+    "mixed, categorical critic, normalized observations, famo": (
+        MIXED,
+        {"sac": ", critic: categorical, normalize_obs: true", "loss_weighting": "famo"},
+        [6, 3, 0, 5, 4, 3, 3],
+    ),
+    "categorical critic, residual torso, cagrad": (
+        [BOX] * 3,
+        {
+            "sac": ", critic: categorical, num_bins: 21, v_min: -2, v_max: 2",
+            "model": ", torso_block: residual",
+            "gradients": "cagrad",
+        },
+        [8, 8, 8],
+    ),
     "mixed, residual torso, pcgrad": (
         MIXED,
         {"model": ", torso_block: residual", "gradients": "pcgrad"},

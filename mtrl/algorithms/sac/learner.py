@@ -44,6 +44,7 @@ from mtrl.algorithms.feed import batch_to_unroll
 from mtrl.algorithms.sac import device_replay, losses, obs_norm, resets
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
+from mtrl.algorithms.sac.critic_output import critic_bins, critic_output
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
 from mtrl.algorithms.sac.famo import CriticFamo
 from mtrl.algorithms.sac.networks import (
@@ -111,7 +112,10 @@ class SacLearner:
         self.box = [isinstance(t.action_space, spaces.Box) for t in self.spaces]
         k = len(task_names)
         sac = self.sac
-        self.critic = TwinCritic(model, cfg.model, sac.critic_action).to(self.device)
+        self.critic = TwinCritic(model, cfg.model, sac.critic_action, critic_bins(sac))
+        self.critic = self.critic.to(self.device)
+        # learner.sac.critic: the critics' outputs to Q, and their loss.
+        self.critic_out = critic_output(sac, self.device)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
         # learner.sac.normalize_obs: running statistics in front of every encoder.
         self.obs_norm = obs_norm.for_learner(self)
@@ -304,11 +308,17 @@ class SacLearner:
         return torch.randn_like(mean)
 
     def _q(
-        self, critic: nn.Module, groups: Sequence[Group], obs: str, actions: Sequence[Any]
+        self,
+        critic: nn.Module,
+        groups: Sequence[Group],
+        obs: str,
+        actions: Sequence[Any],
+        raw: bool = False,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both critics' ``Q`` per group (``[n]`` for Box, ``[n, A]`` for Discrete) at the
         groups' ``obs`` (field name) and ``actions`` (per group, squashed, or None): one
-        critic call for every task's rows."""
+        critic call for every task's rows. ``raw``: their outputs instead (a categorical
+        critic's logits, ``[n, bins]`` and ``[n, A, bins]``)."""
         inputs = [
             CriticInput(k, o, a)
             for g, act in zip(groups, actions, strict=True)
@@ -326,7 +336,10 @@ class SacLearner:
             out1.append(torch.cat(q1s[at : at + n]))
             out2.append(torch.cat(q2s[at : at + n]))
             at += n
-        return out1, out2
+        if raw:
+            return out1, out2
+        value = self.critic_out.value
+        return [value(q) for q in out1], [value(q) for q in out2]
 
     def _gradient_step(self, ready: Sequence[int]) -> torch.Tensor:
         """One critic, policy and temperature step on a fresh mixed batch; returns the three
@@ -364,10 +377,11 @@ class SacLearner:
 
         def critic_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             """Both critics' ``Q`` of the stored actions and the critic loss per row."""
-            q1s, q2s = self._q(self.critic, groups, "obs", stored)
-            q1 = torch.cat([self._taken(g, q) for g, q in zip(groups, q1s, strict=True)])
-            q2 = torch.cat([self._taken(g, q) for g, q in zip(groups, q2s, strict=True)])
-            return q1, q2, losses.critic_loss(q1, q2, y, weights)
+            q1s, q2s = self._q(self.critic, groups, "obs", stored, raw=True)
+            o1 = torch.cat([self._taken(g, q) for g, q in zip(groups, q1s, strict=True)])
+            o2 = torch.cat([self._taken(g, q) for g, q in zip(groups, q2s, strict=True)])
+            out = self.critic_out
+            return out.value(o1), out.value(o2), out.loss(o1, o2, y, weights)
 
         q1, q2, per_row = critic_rows()
         critic_loss = per_row.mean()
@@ -417,10 +431,12 @@ class SacLearner:
         return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double()
 
     def _taken(self, g: Group, q: torch.Tensor) -> torch.Tensor:
-        """``Q`` of the stored actions: a Discrete group's rows gathered at their action."""
+        """``Q`` (or a categorical critic's logits) of the stored actions: a Discrete group's
+        rows gathered at their action (``[n, A, *out]`` to ``[n, *out]``)."""
         if g.box:
             return q
-        return q.gather(-1, g.actions.long().unsqueeze(-1)).squeeze(-1)
+        index = g.actions.long().reshape(-1, 1, *([1] * (q.ndim - 2)))
+        return q.gather(1, index.expand(-1, 1, *q.shape[2:])).squeeze(1)
 
     def _task_totals(self, per_row: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Each task's sum ``[K]`` of ``per_row`` (not differentiated; ``rows``: each row's
