@@ -249,14 +249,16 @@ learner:
   batch_size: 2
   model: {encoder_dim: 16, torso: [16]}
   sac: {learning_starts: 100, batch_size: 32, replay_ratio: 8, normalize_obs: true}
-checkpoint: {enabled: false}
+checkpoint: {every_env_steps: null, every_s: null}
 tracking: {console: quiet, csv: false, wandb: {mode: disabled}, final_eval_episodes: 2,
            log_every_s: 0.01, run_dir: RUNS}
 """
 
 
 @pytest.mark.timeout(600)
-def test_a_short_run_trains_and_evaluates_with_normalised_observations(tmp_path: Path) -> None:
+def test_a_short_run_trains_checkpoints_and_evaluates_with_normalised_observations(
+    tmp_path: Path,
+) -> None:
     from mtrl.train.trainer import Trainer
 
     cfg = parse_config(SHORT.replace("RUNS", str(tmp_path / "runs")))
@@ -272,3 +274,6 @@ def test_a_short_run_trains_and_evaluates_with_normalised_observations(tmp_path:
             assert float(norm.var[2]) != pytest.approx(1.0, abs=1e-3)
     finally:
         trainer.close()
+    # `mtrl eval` rebuilds the model from the checkpoint, statistics included, and acts with it.
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert main(["eval", str(run_dir), "--episodes", "2"]) == 0
