@@ -91,7 +91,11 @@ def _fill(learner: SacLearner) -> None:
     """The same transitions in every task's replay of ``learner``, no gradient step yet."""
     rng = np.random.default_rng(3)
     for task, space in enumerate(learner.model.spaces):
-        learner.replays[task].add_unroll(batch_to_unroll(_batch(task, space, rng)))
+        unroll = batch_to_unroll(_batch(task, space, rng))
+        learner.replays[task].add_unroll(unroll)
+        if learner.obs_norm is not None:  # statistics away from (0, 1): they take part
+            unroll.obs[:] = unroll.obs * (task + 2) + task
+            learner.obs_norm.observe(task, unroll.obs)
 
 
 def _noise_table(counts: list[int]) -> list[list[torch.Tensor]]:
@@ -156,6 +160,32 @@ CASES = {
     "mixed, famo": (MIXED, {"loss_weighting": "famo"}, [4, 3, 4, 2, 4, 4, 3]),
     "action after the encoder": ([BOX, BOX], {"sac": ", critic_action: hidden"}, [12, 12]),
     "residual torso": ([BOX] * 3, {"model": ", torso_block: residual"}, [8, 8, 8]),
+    "normalized observations": ([BOX] * 3, {"sac": ", normalize_obs: true"}, [11, 2, 11]),
+    "mixed, normalized observations, famo": (
+        MIXED,
+        {"sac": ", normalize_obs: true", "loss_weighting": "famo"},
+        [4, 3, 4, 2, 4, 4, 3],
+    ),
+    "categorical critic": ([BOX] * 3, {"sac": ", critic: categorical, num_bins: 11"}, [5, 9, 10]),
+    "mixed, categorical critic, prioritized": (
+        MIXED,
+        {"sac": ", critic: categorical, v_min: -3, v_max: 4", "replay": "sampler: prioritized"},
+        [4, 3, 4, 2, 4, 4, 3],
+    ),
+    "mixed, categorical critic, normalized observations, famo": (
+        MIXED,
+        {"sac": ", critic: categorical, normalize_obs: true", "loss_weighting": "famo"},
+        [6, 3, 0, 5, 4, 3, 3],
+    ),
+    "categorical critic, residual torso, cagrad": (
+        [BOX] * 3,
+        {
+            "sac": ", critic: categorical, num_bins: 21, v_min: -2, v_max: 2",
+            "model": ", torso_block: residual",
+            "gradients": "cagrad",
+        },
+        [8, 8, 8],
+    ),
     "mixed, residual torso, pcgrad": (
         MIXED,
         {"model": ", torso_block: residual", "gradients": "pcgrad"},

@@ -41,9 +41,10 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.algorithms.feed import batch_to_unroll
-from mtrl.algorithms.sac import device_replay, resets
+from mtrl.algorithms.sac import device_replay, obs_norm, resets
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
+from mtrl.algorithms.sac.critic_output import critic_bins, critic_output
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
 from mtrl.algorithms.sac.famo import CriticFamo
 from mtrl.algorithms.sac.networks import TwinCritic, install_policy_heads
@@ -101,8 +102,13 @@ class SacLearner:
         self.box = [isinstance(t.action_space, spaces.Box) for t in self.spaces]
         k = len(task_names)
         sac = self.sac
-        self.critic = TwinCritic(model, cfg.model, sac.critic_action).to(self.device)
+        self.critic = TwinCritic(model, cfg.model, sac.critic_action, critic_bins(sac))
+        self.critic = self.critic.to(self.device)
+        # learner.sac.critic: the critics' outputs to Q, and their loss.
+        self.critic_out = critic_output(sac, self.device)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
+        # learner.sac.normalize_obs: running statistics in front of every encoder.
+        self.obs_norm = obs_norm.for_learner(self)
         self.log_alpha = torch.full(
             (k,), math.log(sac.initial_alpha), device=self.device, requires_grad=True
         )
@@ -210,7 +216,10 @@ class SacLearner:
         weighted: dict[int, float] = {}
         mirror = self.stacked.replay if self.stacked is not None else None
         for b in batches:
-            items, live = self.replays[b.task].add_unroll(batch_to_unroll(b))
+            unroll = batch_to_unroll(b)
+            items, live = self.replays[b.task].add_unroll(unroll)
+            if self.obs_norm is not None:
+                self.obs_norm.observe(b.task, unroll.obs)
             if mirror is not None:
                 mirror.write(b.task, items, live)
             weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight

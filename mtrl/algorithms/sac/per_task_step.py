@@ -80,10 +80,11 @@ class PerTaskSac:
 
         def critic_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             """Both critics' ``Q`` of the stored actions and the critic loss per row."""
-            q1s, q2s = self._q(lr.critic, groups, "obs", stored)
-            q1 = torch.cat([self._taken(g, q) for g, q in zip(groups, q1s, strict=True)])
-            q2 = torch.cat([self._taken(g, q) for g, q in zip(groups, q2s, strict=True)])
-            return q1, q2, losses.critic_loss(q1, q2, y, weights)
+            q1s, q2s = self._q(lr.critic, groups, "obs", stored, raw=True)
+            o1 = torch.cat([self._taken(g, q) for g, q in zip(groups, q1s, strict=True)])
+            o2 = torch.cat([self._taken(g, q) for g, q in zip(groups, q2s, strict=True)])
+            out = lr.critic_out
+            return out.value(o1), out.value(o2), out.loss(o1, o2, y, weights)
 
         q1, q2, per_row = critic_rows()
         critic_loss = per_row.mean()
@@ -151,13 +152,18 @@ class PerTaskSac:
         )
         return None, losses.discrete_entropy(log_probs), log_probs
 
-    @staticmethod
     def _q(
-        critic: nn.Module, groups: Sequence[Group], obs: str, actions: Sequence[Any]
+        self,
+        critic: nn.Module,
+        groups: Sequence[Group],
+        obs: str,
+        actions: Sequence[Any],
+        raw: bool = False,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both critics' ``Q`` per group (``[n]`` for Box, ``[n, A]`` for Discrete) at the
         groups' ``obs`` (field name) and ``actions`` (per group, squashed, or None): one
-        critic call for every task's rows."""
+        critic call for every task's rows. ``raw``: their outputs instead (a categorical
+        critic's logits, ``[n, bins]`` and ``[n, A, bins]``)."""
         inputs = [
             CriticInput(k, o, a)
             for g, act in zip(groups, actions, strict=True)
@@ -175,14 +181,19 @@ class PerTaskSac:
             out1.append(torch.cat(q1s[at : at + n]))
             out2.append(torch.cat(q2s[at : at + n]))
             at += n
-        return out1, out2
+        if raw:
+            return out1, out2
+        value = self.learner.critic_out.value
+        return [value(q) for q in out1], [value(q) for q in out2]
 
     @staticmethod
     def _taken(g: Group, q: torch.Tensor) -> torch.Tensor:
-        """``Q`` of the stored actions: a Discrete group's rows gathered at their action."""
+        """``Q`` (or a categorical critic's logits) of the stored actions: a Discrete group's
+        rows gathered at their action (``[n, A, *out]`` to ``[n, *out]``)."""
         if g.box:
             return q
-        return q.gather(-1, g.actions.long().unsqueeze(-1)).squeeze(-1)
+        index = g.actions.long().reshape(-1, 1, *([1] * (q.ndim - 2)))
+        return q.gather(1, index.expand(-1, 1, *q.shape[2:])).squeeze(1)
 
     def _task_totals(self, per_row: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Each task's sum ``[K]`` of ``per_row`` (not differentiated; ``rows``: each row's
