@@ -26,6 +26,7 @@ from mtrl.cli import main
 from mtrl.config import parse_config
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
+from tests.refusals import refused_text
 
 T, N = 8, 2
 BOX = TaskSpaces(spaces.Box(-8, 8, (3,), np.float32), spaces.Box(-2, 2, (1,), np.float32))
@@ -228,12 +229,8 @@ tracking: {run_dir: RUNS}
 def test_normalize_obs_with_data_parallel_replicas_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
-    path = tmp_path / "exp.yaml"
-    path.write_text(RUN.replace("RUNS", str(tmp_path / "runs")))
-    assert main([command, str(path)]) == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    line = refused_text(command, RUN, tmp_path, capsys)
     assert "learner.sac.normalize_obs" in line and "learner.parallel.data_parallel" in line, line
-    assert not (tmp_path / "runs").exists()
 
 
 SHORT = """
