@@ -110,6 +110,9 @@ class ExternalSim:
     ``insecure: true`` allows plain tcp:// to a non-loopback address (else refused) and
     launches tcp:// codes without CURVE; ``max_message_bytes``, the largest frame accepted.
 
+    ``copies_per_process`` and the member policy (``member_restart``, ``member_max_restarts``,
+    ``member_window_s``: :mod:`.members`) may be set by env_kwargs too.
+
     ``log_max_bytes``: the cap of each launched process's log (docs/COUPLING.md, section 6).
     ``env_id`` and ``declared`` (the observation and action spaces given to ``register.env``)
     are filled in by mtrl when the env is registered (:meth:`for_env`); errors then name the
@@ -188,13 +191,15 @@ class ExternalSim:
         unknown = sorted(
             set(env_kwargs)
             - set(self.defaults)
-            - {"step_timeout_s", *SECURITY_KWARGS, *MEMBER_KWARGS}
+            - {"step_timeout_s", "copies_per_process", *SECURITY_KWARGS, *MEMBER_KWARGS}
         )
         if unknown:
             raise TypeError(
                 f"unexpected env_kwargs {unknown}; this simulation takes {sorted(self.defaults)}"
             )
         security = {k: env_kwargs.pop(k) for k in SECURITY_KWARGS if k in env_kwargs}
+        if "copies_per_process" in env_kwargs:  # one job per copy: members restart alone
+            security["copies_per_process"] = env_kwargs.pop("copies_per_process")
         if security:
             return dataclasses.replace(self, **security)(num_envs, seed, **env_kwargs)
         check_transport(self.env_id or "external env", self.address, self.server_key, self.insecure)
