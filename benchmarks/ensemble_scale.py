@@ -14,22 +14,28 @@ of ``--copies`` it measures:
   every process the env started, summed and divided by N; and the processes per copy;
 - **faults**: ``--kills`` times, a random solver process is killed with SIGKILL while the env
   steps; measured are the seconds until the env raises (the crash detected) and the seconds to
-  build the env again (what an actor restart costs: all N jobs, since one batch env is one
-  actor's unit of restart).
+  build the env again (what an actor restart costs: all N jobs; with ``member_restart`` off a
+  batch env is one actor's unit of restart);
+- **single-member restart** (``member_restart`` on, ``--member-kills`` times per N): a random
+  solver killed while the env steps; the seconds until its failure is seen and its job is up
+  again, the batch steps the other copies made meanwhile, and the actor seconds the restart
+  cost (the masked copy-steps as ``masked / N`` batch steps, plus the steps' wall time beyond
+  the usual batch step: the relaunch's own work on the actor).
 
 **Projection** to ``--project`` simulations (default 10,000) on ``--nodes`` nodes, with the
 scheduler's discrete-event simulator (:mod:`mtrl.scheduler.sim`, docs/SCHEDULER.md): one task
 whose copy-step time is the lognormal fitted to ``--single-steps`` measured single-copy steps
 (a batch step lasts as long as its slowest copy), for each batch size B of ``--per-actor``
 (copies per actor: ``project / B`` actors); an actor's restart costs the rebuild time measured
-for the nearest N (interpolated; beyond the largest N, scaled linearly), and each simulation job
+for the nearest N (interpolated; beyond the largest N, scaled linearly) or, in a second
+projection, the measured single-member restart cost; and each simulation job
 crashes on average once per ``--mtbf-h`` hours of stepping, so an unroll of B copies crashes
 with ``1 - exp(-B x unroll time / MTBF)``. Reported per B: actor utilisation, the share of actor
 time lost to restarts, and env steps/s. (The fan-out cost of a batch step over B jobs is in the
 measured rows, not in the projection.)
 
 Usage: ``python benchmarks/ensemble_scale.py [--copies 32,64,128,256] [--steps 100] [--kills 3]
-[--ranks 1] [--grid 16] [--project 10000] [--per-actor 1,8,32,128] [--mtbf-h 1]
+[--member-kills 3] [--ranks 1] [--grid 16] [--project 10000] [--per-actor 1,8,32,128] [--mtbf-h 1]
 [--results-dir DIR]``. Writes ``ensemble_scale.json`` in ``docs/results`` or DIR. Measures
 speed and memory: run it alone.
 """
