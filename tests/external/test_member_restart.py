@@ -218,3 +218,21 @@ def test_member_policy_refuses_bad_values() -> None:
     kwargs = {"member_restart": False, "other": 1}
     assert MemberPolicy.from_kwargs(kwargs) == MemberPolicy(restart=False)
     assert kwargs == {"other": 1}
+
+
+def test_a_hung_member_is_a_hang_fault_restarted_alone() -> None:
+    sim = ExternalSim(
+        command=PY_SIM + " --fault hang --at 3 --only 3:1",
+        copies_per_process=1,
+        step_timeout_s=1.0,
+    )
+    env = sim(num_envs=3, seed=0, member_max_restarts=5)
+    try:
+        d = Driver(env)
+        env.reset()
+        d.until(lambda: d.faults, "the hang is seen")
+        assert [(f.member, f.kind) for f in d.faults] == [(1, "hang")]
+        assert "no answer to STEP within 1s" in d.faults[0].text
+        d.until(lambda: env.members[1].state == UP, "the member is up again")
+    finally:
+        env.close()
