@@ -215,6 +215,10 @@ def test_member_restart_off_fails_the_whole_batch_env_as_before() -> None:
 def test_member_policy_refuses_bad_values() -> None:
     with pytest.raises(ValueError, match="member_max_restarts"):
         MemberPolicy.from_kwargs({"member_max_restarts": -1})
+    with pytest.raises(ValueError, match="member_restart must be true or false, got 'no'"):
+        MemberPolicy.from_kwargs({"member_restart": "no"})
+    with pytest.raises(ValueError, match="member_window_s"):
+        MemberPolicy.from_kwargs({"member_window_s": 0})
     kwargs = {"member_restart": False, "other": 1}
     assert MemberPolicy.from_kwargs(kwargs) == MemberPolicy(restart=False)
     assert kwargs == {"other": 1}

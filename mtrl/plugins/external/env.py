@@ -376,6 +376,11 @@ class ExternalBatchEnv(BatchEnv):
 
     def reset(self) -> np.ndarray:
         """Reset every copy (RESET to every process); the first observations."""
+        if any(m.state != UP for m in self.members):
+            raise RuntimeError(
+                f"{self.name}: reset() while a simulation process restarts or is quarantined "
+                "(a batch env resets once, at its start; its copies reset as they end)"
+            )
         replies = self._gather(P.RESET, [[] for _ in self._links], "RESET")
         start = 0
         for link, frames, n in zip(self._links, replies, self._sizes, strict=True):

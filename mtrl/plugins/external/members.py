@@ -38,17 +38,16 @@ class MemberPolicy:
     def from_kwargs(cls, kwargs: dict) -> MemberPolicy:
         """The policy from (and popped out of) an external env's ``env_kwargs``."""
         got = {k.removeprefix("member_"): kwargs.pop(k) for k in MEMBER_KWARGS if k in kwargs}
-        policy = cls(
-            restart=bool(got.get("restart", cls.restart)),
-            max_restarts=int(got.get("max_restarts", cls.max_restarts)),
-            window_s=float(got.get("window_s", cls.window_s)),
-        )
-        if policy.max_restarts < 0 or not policy.window_s > 0:
-            raise ValueError(
-                "member_max_restarts must be >= 0 and member_window_s > 0, got "
-                f"{policy.max_restarts} and {policy.window_s}"
-            )
-        return policy
+        restart = got.get("restart", cls.restart)
+        most = got.get("max_restarts", cls.max_restarts)
+        window = got.get("window_s", cls.window_s)
+        if not isinstance(restart, bool):
+            raise ValueError(f"member_restart must be true or false, got {restart!r}")
+        if isinstance(most, bool) or not isinstance(most, int) or most < 0:
+            raise ValueError(f"member_max_restarts must be an int >= 0, got {most!r}")
+        if isinstance(window, bool) or not isinstance(window, (int, float)) or not window > 0:
+            raise ValueError(f"member_window_s must be a number > 0, got {window!r}")
+        return cls(restart=restart, max_restarts=most, window_s=float(window))
 
 
 @dataclass(frozen=True)
