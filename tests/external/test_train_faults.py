@@ -5,6 +5,7 @@ and no traceback; a crash under serial actors leaves a checkpoint and says how t
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -183,6 +184,13 @@ def test_train_quarantines_a_member_that_always_crashes_alone_and_finishes(
     assert out.count("restarted alone") == 1, out
     (line,) = [ln for ln in out.splitlines() if "quarantined after" in ln]
     assert line.startswith("WARNING: member 2 (copy 2) of actor 0 of task 'faulty/each'"), line
+    (metrics,) = (tmp_path / "runs").rglob("metrics.jsonl")
+    last = [json.loads(row) for row in metrics.read_text().splitlines()][-1]
+    assert last["task/faulty/each/member_faults"] == 2
+    assert last["task/faulty/each/member_faults/exit"] == 2
+    assert last["task/faulty/each/members_quarantined"] == 1
+    assert last["task/faulty/each/member/0.2/faults"] == 2
+    assert last["task/faulty/each/faults"] == 0, "the actor itself never failed"
 
 
 def test_validate_refuses_a_bad_member_setting_in_one_line(site: Path, tmp_path: Path) -> None:
