@@ -14,22 +14,28 @@ of ``--copies`` it measures:
   every process the env started, summed and divided by N; and the processes per copy;
 - **faults**: ``--kills`` times, a random solver process is killed with SIGKILL while the env
   steps; measured are the seconds until the env raises (the crash detected) and the seconds to
-  build the env again (what an actor restart costs: all N jobs, since one batch env is one
-  actor's unit of restart).
+  build the env again (what an actor restart costs: all N jobs; with ``member_restart`` off a
+  batch env is one actor's unit of restart);
+- **single-member restart** (``member_restart`` on, ``--member-kills`` times per N): a random
+  solver killed while the env steps; the seconds until its failure is seen and its job is up
+  again, the batch steps the other copies made meanwhile, and the actor seconds the restart
+  cost (the masked copy-steps as ``masked / N`` batch steps, plus the steps' wall time beyond
+  the usual batch step: the relaunch's own work on the actor).
 
 **Projection** to ``--project`` simulations (default 10,000) on ``--nodes`` nodes, with the
 scheduler's discrete-event simulator (:mod:`mtrl.scheduler.sim`, docs/SCHEDULER.md): one task
 whose copy-step time is the lognormal fitted to ``--single-steps`` measured single-copy steps
 (a batch step lasts as long as its slowest copy), for each batch size B of ``--per-actor``
 (copies per actor: ``project / B`` actors); an actor's restart costs the rebuild time measured
-for the nearest N (interpolated; beyond the largest N, scaled linearly), and each simulation job
+for the nearest N (interpolated; beyond the largest N, scaled linearly) or, in a second
+projection, the measured single-member restart cost; and each simulation job
 crashes on average once per ``--mtbf-h`` hours of stepping, so an unroll of B copies crashes
 with ``1 - exp(-B x unroll time / MTBF)``. Reported per B: actor utilisation, the share of actor
 time lost to restarts, and env steps/s. (The fan-out cost of a batch step over B jobs is in the
 measured rows, not in the projection.)
 
 Usage: ``python benchmarks/ensemble_scale.py [--copies 32,64,128,256] [--steps 100] [--kills 3]
-[--ranks 1] [--grid 16] [--project 10000] [--per-actor 1,8,32,128] [--mtbf-h 1]
+[--member-kills 3] [--ranks 1] [--grid 16] [--project 10000] [--per-actor 1,8,32,128] [--mtbf-h 1]
 [--results-dir DIR]``. Writes ``ensemble_scale.json`` in ``docs/results`` or DIR. Measures
 speed and memory: run it alone.
 """
@@ -82,12 +88,13 @@ def solvers(root: int) -> list[int]:
     return out
 
 
-def build(n: int, ranks: int, grid: int, seed: int) -> tuple[Any, float]:
-    """A batch env of ``n`` copies, one job each, reset; and the seconds it took."""
+def build(n: int, ranks: int, grid: int, seed: int, members: bool = False) -> tuple[Any, float]:
+    """A batch env of ``n`` copies, one job each, reset; and the seconds it took. ``members``:
+    a failed job restarts alone (else the env fails as a whole, the actor's unit of restart)."""
     spec = get_plugins().envs.get(ENV)
     sim = dataclasses.replace(spec.make, copies_per_process=1)
     t0 = time.perf_counter()
-    env = sim(num_envs=n, seed=seed, ranks=ranks, n=grid)
+    env = sim(num_envs=n, seed=seed, ranks=ranks, n=grid, member_restart=members)
     env.reset()
     return env, time.perf_counter() - t0
 
@@ -152,6 +159,74 @@ def measure(n: int, steps: int, kills: int, ranks: int, grid: int) -> dict[str, 
     return row
 
 
+def measure_members(n: int, kills: int, ranks: int, grid: int) -> dict[str, Any]:
+    """Single-member restart at ``n`` copies: ``kills`` times a random solver is killed while
+    the env steps; per kill, the seconds until the failure is seen and until the job is up
+    again, the batch steps the other copies made meanwhile, and the actor seconds the restart
+    cost: the masked copy-steps as a share of the batch (``masked / n`` batch steps) times the
+    usual batch step, plus the steps' wall time beyond the usual (the relaunch's own work)."""
+    env, _ = build(n, ranks, grid, seed=0, members=True)
+    actions = np.zeros((n, 4), np.float32)
+    me, rng, kills_out = os.getpid(), random.Random(1000 + n), []
+    try:
+        for _ in range(5):
+            env.step(actions)
+        walls = []
+        for _ in range(30):
+            s0 = time.perf_counter()
+            env.step(actions)
+            walls.append(time.perf_counter() - s0)
+        usual = float(np.median(walls))
+        for _ in range(kills):
+            victim = rng.choice(solvers(me))
+            os.kill(victim, signal.SIGKILL)
+            t_kill = time.perf_counter()
+            seen, masked, steps, wall, others = None, 0, 0, 0.0, 0
+            while True:
+                s0 = time.perf_counter()
+                out = env.step(actions)
+                wall += time.perf_counter() - s0
+                steps += 1
+                bad = ~out.valid if out.valid is not None else np.zeros(n, bool)
+                masked += int(bad.sum())
+                others += int((~bad).sum())
+                if seen is None and env.pop_member_faults():
+                    seen = time.perf_counter() - t_kill
+                if seen is not None and all(m.state == "up" for m in env.members):
+                    break
+                if time.perf_counter() - t_kill > 120:
+                    break
+            up = time.perf_counter() - t_kill
+            cost = masked / n * usual + max(wall - steps * usual, 0.0)
+            kills_out.append(
+                {
+                    "seen_s": seen,
+                    "up_s": up,
+                    "batch_steps_meanwhile": steps,
+                    "masked_copy_steps": masked,
+                    "other_copy_steps": others,
+                    "cost_s": cost,
+                }
+            )
+    finally:
+        env.close()
+    costs = [k["cost_s"] for k in kills_out]
+    ups = [k["up_s"] for k in kills_out]
+    meanwhile = min(k["batch_steps_meanwhile"] for k in kills_out)
+    print(
+        f"N={n:4d} single-member restart: usual batch step {usual * 1e3:.1f} ms | job up again "
+        f"in {max(ups):.2f} s (max of {kills}), {meanwhile}+ batch steps meanwhile | cost "
+        f"{np.median(costs):.3f} s of actor time (median)",
+        flush=True,
+    )
+    return {
+        "copies": n,
+        "usual_step_s": usual,
+        "kills": kills_out,
+        "cost_s": float(np.median(costs)),
+    }
+
+
 def single_copy_steps(steps: int, ranks: int, grid: int) -> dict[str, float]:
     """Median and lognormal shape of one copy's step wall time (seconds)."""
     env, _ = build(1, ranks, grid, seed=0)
@@ -168,6 +243,16 @@ def single_copy_steps(steps: int, ranks: int, grid: int) -> dict[str, float]:
         env.close()
     logs = np.log(walls)
     return {"median_s": float(np.exp(np.median(logs))), "sigma": float(np.std(logs))}
+
+
+def member_cost_at(b: int, members: list[dict[str, Any]]) -> float:
+    """Actor seconds one single-member restart costs at ``b`` copies: interpolated between the
+    measured sizes, scaled linearly beyond the largest (the usual batch step grows with b)."""
+    sizes = [r["copies"] for r in members]
+    costs = [r["cost_s"] for r in members]
+    if b > sizes[-1]:
+        return costs[-1] * b / sizes[-1]
+    return float(np.interp(b, sizes, costs))
 
 
 def rebuild_at(b: int, rows: list[dict[str, Any]]) -> float:
@@ -188,6 +273,7 @@ def project(
     mtbf_h: float,
     nodes: int,
     horizon_s: float,
+    members: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The scheduler simulator at ``total`` simulations, per batch size (module docstring); the
     simulated time is ``horizon_s`` or less, so that each run stays near :data:`MAX_EVENTS`."""
@@ -217,12 +303,13 @@ def project(
             rebalance_every_s=30.0,
             unroll_length=unroll,
             envs_per_actor=b,
-            restart_delay_s=rebuild_at(b, rows),
+            restart_delay_s=member_cost_at(b, members) if members else rebuild_at(b, rows),
             nodes=min(nodes, actors),
             seed=0,
         )
         res = simulate([task], cfg, policy)
         row = {
+            "restart": "member" if members else "batch",
             "copies_per_actor": b,
             "actors": actors,
             "restart_s": cfg.restart_delay_s,
@@ -235,7 +322,8 @@ def project(
         }
         out.append(row)
         print(
-            f"projection {total} simulations, {b:4d} per actor ({actors} actors): restart "
+            f"projection ({row['restart']} restart) {total} simulations, {b:4d} per actor "
+            f"({actors} actors): restart "
             f"{cfg.restart_delay_s:5.1f} s, unroll crash {task.failure_prob:.1e} | utilisation "
             f"{res.utilisation:.1%} | lost to restarts {res.lost.get('restarting', 0.0):.1%} | "
             f"{row['env_steps_per_s']:,.0f} env steps/s",
@@ -258,6 +346,9 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--horizon-s", type=float, default=300.0)
     parser.add_argument("--results-dir", type=Path)
+    parser.add_argument(
+        "--member-kills", type=int, default=3, help="kills per N with single-member restart"
+    )
     args = parser.parse_args()
     if ENV not in get_plugins().envs:
         print(f"{ENV} is not installed: pip install ./plugins_contrib/mtrl-heat", file=sys.stderr)
@@ -266,17 +357,37 @@ def main() -> int:
         measure(int(n), args.steps, args.kills, args.ranks, args.grid)
         for n in args.copies.split(",")
     ]
+    members = (
+        [
+            measure_members(int(n), args.member_kills, args.ranks, args.grid)
+            for n in args.copies.split(",")
+        ]
+        if args.member_kills > 0
+        else []
+    )
     single = single_copy_steps(args.single_steps, args.ranks, args.grid)
     print(f"one copy: median step {single['median_s'] * 1e3:.2f} ms, sigma {single['sigma']:.2f}")
     per_actor = [int(b) for b in args.per_actor.split(",")]
     projection = project(
         single, rows, args.project, per_actor, args.mtbf_h, args.nodes, args.horizon_s
     )
+    if members:
+        projection += project(
+            single,
+            rows,
+            args.project,
+            per_actor,
+            args.mtbf_h,
+            args.nodes,
+            args.horizon_s,
+            members,
+        )
     payload = {
         "machine": machine(),
         "args": vars(args),
         "rows": rows,
         "single_copy_step": single,
+        "member_restart": members,
         "projection": projection,
     }
     path = write_result("ensemble_scale", payload, args.results_dir)

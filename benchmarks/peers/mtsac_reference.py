@@ -10,7 +10,8 @@ is the cheaper of the two, so the reference is not handicapped by its draw).
 
 Shapes follow the mtrl config's: observation and action sizes (``--box-spaces``, Meta-World's
 ``39:4`` by default), ``learner.sac.batch_size`` rows split evenly over the tasks, each network
-``encoder_dim`` then the torso's widths (``configs/mt10.yaml``: 128, then 128 and 128), ReLU.
+as deep as mtrl's: ``encoder_layers`` layers of ``encoder_dim`` then the torso's widths
+(``configs/mt10.yaml``: two of 128, then 128 and 128), ReLU.
 mtrl's step is ``benchmarks/learner_update.py``'s on the same config; both in this process, one
 torch thread, in interleaved rounds (the median of each reported), with each step's FLOPs.
 
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     cfg = load_config(args.config)
     obs, act = (int(x) for x in args.box_spaces.split(":"))
-    hidden = [cfg.learner.model.encoder_dim, *cfg.learner.model.torso]
+    model = cfg.learner.model  # the depth mtrl's networks have: encoder layers, then torso
+    hidden = [model.encoder_dim] * model.encoder_layers + list(model.torso)
     sac = cfg.learner.settings("sac", SacSettings)
     ref = Reference(obs, act, len(cfg.tasks), hidden, sac.batch_size, 10_000)
     with FlopCounterMode(display=False) as counter:

@@ -1,4 +1,5 @@
-"""Peer venvs (SB3, SB3 with MuJoCo or MinAtar, Sample Factory, PufferLib) in ``.venvs``.
+"""Peer venvs (SB3, SB3 with MuJoCo or MinAtar, LeanRL, Sample Factory, PufferLib) in
+``benchmarks/peers/.venvs``.
 
 Each venv is built with pip in two steps: torch first (``torch==2.13.0``, the CPU wheel on this
 machine's disk, unless the peer pins another), then the peer with torch pinned to the same
@@ -43,6 +44,21 @@ PEERS: dict[str, list[str]] = {
         "stable-baselines3==2.9.*",
         str(ROOT),
         str(ROOT / "plugins_contrib" / "mtrl-minatar"),
+    ],
+    # LeanRL's compiled SAC script (pytorch-labs/LeanRL, vendored in benchmarks/peers/leanrl):
+    # tensordict and torchrl of its time for its vmapped critics and replay (tensordict 0.14's
+    # TensorDictModule refuses the script's policy, which returns three tensors for one out
+    # key; 0.6 takes it), tyro for its arguments, and the gymnasium and MuJoCo it was written
+    # for (0.29's vector API: infos["final_info"]).
+    "leanrl": [
+        "tensordict==0.6.*",
+        "torchrl==0.6.*",
+        "tyro",
+        "tqdm",
+        "wandb",
+        "gymnasium[mujoco]==0.29.1",
+        "mujoco==2.3.7",
+        "numpy<2",
     ],
     # Sample Factory 2.1.1 pins numpy<2 and gymnasium<1.0 itself; pip resolves the rest.
     "sf": ["sample-factory==2.1.1"],

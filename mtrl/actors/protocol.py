@@ -34,6 +34,9 @@ class UnrollInfo:
     episode_successes: list[bool] = field(default_factory=list)  # empty: the env reports none
     env_seconds: float = 0.0  # time inside env.step during this unroll
     wall_seconds: float = 0.0  # wall time of the whole unroll, waiting for actions included
+    member_faults: list[tuple] = field(default_factory=list)
+    """Failures of single simulation processes of the actor's batch env, each restarted alone
+    or quarantined (:meth:`mtrl.actors.runner.EnvStepper.drain_member_faults`)."""
 
 
 def act(slot: int, t: int) -> bytes:

@@ -147,6 +147,7 @@ class RemoteActor:
             episode_successes=successes,
             env_seconds=self.stepper.env_seconds - env_s0,
             wall_seconds=time.perf_counter() - t0,
+            member_faults=self.stepper.drain_member_faults(),
         )
         self.turn = 1 - self.turn
         return buffer_arrays(buf), info

@@ -136,6 +136,8 @@ class EnvStepper:
             elif self._success is not None:
                 self._success[t] = False
             write_item(buf.obs, t + 1, out.obs)
+            if out.valid is not None:  # copies the env lost for this step (a restart)
+                np.logical_and(buf.valid[t], out.valid, out=buf.valid[t])
             if t < last:  # the step after an episode end is a reset step
                 row = buf.valid[t + 1]
                 np.logical_or(buf.terminated[t], buf.truncated[t], out=row)
@@ -146,6 +148,15 @@ class EnvStepper:
         buf.rewards *= self.reward_scale
         self.prev_done = done[-1].copy()
         self.env_steps += buf.length * buf.num_envs
+
+    def drain_member_faults(self) -> list[tuple]:
+        """Failures of single members of the env since the last call (an external env that
+        restarts one simulation process alone: :mod:`mtrl.plugins.external.members`), as
+        ``(member, first copy, end copy, kind, text, quarantined)``; empty for other envs."""
+        pop = getattr(self.env, "pop_member_faults", None)
+        if pop is None:
+            return []
+        return [(f.member, f.start, f.stop, f.kind, f.text, f.quarantined) for f in pop()]
 
     def _success_rows(self, buf: UnrollBuffer) -> np.ndarray:
         """The ``[T, N]`` success flags of the unroll being filled (kept beside the buffer:

@@ -106,6 +106,7 @@ class SerialPool:
                 episode_successes=successes,
                 env_seconds=s.env_seconds - env_s0,
                 wall_seconds=time.perf_counter() - t0,
+                member_faults=s.drain_member_faults(),
             )
             self._owner[id(buf)] = a
             out.append(ReadyUnroll(a.task, a.task, buf, info))

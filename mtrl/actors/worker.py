@@ -243,6 +243,7 @@ def _run(
             episode_successes=successes,
             env_seconds=stepper.env_seconds - env_s0,
             wall_seconds=clock() - t0,
+            member_faults=stepper.drain_member_faults(),
         )
         if beat is not None:
             beat[0] = np.nan  # not stepping: a wait for a free slot is not a hung step

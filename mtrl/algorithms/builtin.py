@@ -14,7 +14,7 @@ from mtrl.algorithms.sac import SacSettings, make_sac_learner
 from mtrl.algorithms.sac import memory as sac_memory
 from mtrl.algorithms.sac import settings as sac_settings
 from mtrl.algorithms.sac.checks import check_config as sac_checks
-from mtrl.algorithms.sac.networks import install_policy_heads
+from mtrl.algorithms.sac.obs_norm import prepare_model as prepare_sac_model
 from mtrl.algorithms.sac.settings import SAC_LEARNER_DEFAULTS
 from mtrl.plugins.algorithm_registrar import (
     PARALLEL_MODES,
@@ -56,7 +56,7 @@ def mtrl_register_algorithms(register: AlgorithmRegistrar) -> None:
         "sac",
         make_sac_learner,
         parallel=("data_parallel",),
-        prepare_model=install_policy_heads,
+        prepare_model=prepare_sac_model,
         settings=SacSettings,
         replay_bytes=sac_memory.replay_bytes,
         replay_capacity=sac_settings.DEFAULT_CAPACITY,

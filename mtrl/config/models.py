@@ -110,6 +110,19 @@ class SchedulerConfig(ConfigModel):
     """An env step slower than this counts as a hung actor and is restarted."""
     max_restarts: int = Field(default=5, ge=0)
     """Failures of one task's actors before the task is quarantined."""
+    member_restart: bool = True
+    """In a batch env of several launched simulation processes (an external env with
+    ``copies_per_process``), restart a process that dies, hangs past its step timeout, errs or
+    returns NaN alone, while the others keep stepping: its copies' episodes are cut (truncated,
+    masked out of the loss) and resume from a fresh reset. Off: such a failure fails the whole
+    batch env, and its actor restarts every process (docs/FAULTS.md). A task's ``env_kwargs``
+    may set it (and the two below) for its env alone."""
+    member_max_restarts: int = Field(default=3, ge=0)
+    """A simulation process of a batch env failing more than this many times within
+    ``member_window_s`` is quarantined alone: its copies stay in the batch, masked out, and
+    the other processes keep training (the task is quarantined only when all are)."""
+    member_window_s: PositiveFloat = 300.0
+    """Seconds over which a process's failures count towards ``member_max_restarts``."""
     warmup_s: float = Field(default=10.0, ge=0)
     """Seconds after a task's first unroll whose timings are ignored (imports, first resets,
     JIT); until the task is warm it gets the fixed split."""

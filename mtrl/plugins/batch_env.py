@@ -15,6 +15,8 @@ Rules every implementation follows (the conformance suite in :mod:`mtrl.testing`
 * Seeding happens at construction: two batch envs made with the same ``seed`` and fed the same
   actions produce identical observations, rewards and flags. Copy ``i`` uses ``seed + i``.
 * Rewards are float32 of shape ``(num_envs,)``; flags are bool of shape ``(num_envs,)``.
+* ``valid`` is optional: a batch env that can lose single copies for a while (an external
+  env restarting one simulation process) marks their steps false, and keeps every shape.
 * ``success`` is optional: an env whose task has its own success criterion (Meta-World's
   ``info["success"]``, a goal reached) returns a bool per copy, true at every step where the
   criterion holds; ``None`` where it has none. An episode succeeds if any of its steps does
@@ -43,6 +45,11 @@ class StepBatch:
     truncated: np.ndarray
     success: np.ndarray | None = None
     """Bool per copy: the task's success criterion holds at this step (None: the env has none)."""
+    valid: np.ndarray | None = None
+    """Bool per copy: false where this step is no genuine step of the copy (its simulation is
+    being restarted, or was quarantined: :mod:`mtrl.plugins.external.members`), so the actor
+    masks it out of the loss and of the episode records like a reset step. None: all genuine.
+    A copy whose episode a failure cut reports ``truncated`` at that (invalid) step."""
 
 
 class BatchEnv(abc.ABC):

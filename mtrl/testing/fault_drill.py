@@ -11,7 +11,10 @@ policy), exactly as ``mtrl train`` runs it. Once it has delivered its first unro
 ``inject()`` is called once, from the test's process: kill or stop the simulation's process,
 cut its socket, fill its disk. The drill then waits until the actor has been restarted and has
 delivered ``unrolls_after`` more unrolls, or until ``deadline_s``; it asserts nothing itself
-and returns what happened.
+and returns what happened. An env of several simulation processes that restarts a failed one
+alone (``copies_per_process`` with member restart, :mod:`mtrl.plugins.external.members`) is
+recovered without an actor restart: the drill then waits for the member's fault
+(``member_faults``) and the unrolls after it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ class DrillResult:
     faults: Any  # mtrl.actors.faults.TaskFaults
     events: list[Any] = field(default_factory=list)  # mtrl.actors.server.ActorEvent
     unrolls_after: int | None = None
+    member_faults: list[tuple] = field(default_factory=list)
+    """Failures of single simulation processes, each restarted alone or quarantined while
+    the actor went on (``UnrollInfo.member_faults``: member, copies, kind, text, quarantined)."""
 
 
 def fault_drill(
@@ -76,12 +82,14 @@ def fault_drill(
         while time.monotonic() < deadline:
             for ru in pool.get(timeout=0.2):
                 unrolls += 1
+                result.member_faults += ru.info.member_faults
                 pool.release(ru)
             result.events += pool.events()
             if not injected and unrolls >= 1:
                 inject()
                 injected, unrolls = True, 0
-            if injected and pool.faults[0].restarts >= 1 and unrolls >= unrolls_after:
+            recovered = pool.faults[0].restarts >= 1 or result.member_faults
+            if injected and recovered and unrolls >= unrolls_after:
                 break
     finally:
         pool.close()

@@ -85,6 +85,45 @@ class TaskProgress:
     env_seconds: float = 0.0  # inside env.step, summed over actors
     samples: int = 0  # env steps delivered to the learner
 
+    member_faults: dict[str, int] = field(default_factory=dict)  # by kind
+    members_quarantined: int = 0
+    member_fault_counts: dict[tuple[int, int], int] = field(default_factory=dict)
+    """Failures per (actor, member): the per-member fault metrics."""
+
+    def count_member_faults(self, actor: int, faults: Sequence[tuple], task: str) -> list[str]:
+        """Count single-member failures of one of ``actor``'s unrolls (``UnrollInfo``'s
+        ``member_faults``); the lines that report them, one per failure."""
+        lines = []
+        for member, start, stop, kind, text, quarantined in faults:
+            self.member_faults[kind] = self.member_faults.get(kind, 0) + 1
+            key = (actor, member)
+            self.member_fault_counts[key] = self.member_fault_counts.get(key, 0) + 1
+            copies = f"copy {start}" if stop - start == 1 else f"copies {start}-{stop - 1}"
+            if quarantined:
+                self.members_quarantined += 1
+                lines.append(
+                    f"WARNING: member {member} ({copies}) of actor {actor} of task {task!r} "
+                    f"quarantined after {self.member_fault_counts[key]} failures ({kind}): its "
+                    f"copies are masked out, the batch's other members keep training: {text}"
+                )
+            else:
+                lines.append(
+                    f"member {member} ({copies}) of actor {actor} of task {task!r} failed "
+                    f"({kind}), restarted alone: {text}"
+                )
+        return lines
+
+    def member_metrics(self) -> dict[str, float]:
+        """``member_faults``, ``member_faults/<kind>``, ``members_quarantined`` and
+        ``member/<actor>.<member>/faults`` (only once a member failed)."""
+        if not self.member_faults:
+            return {}
+        out: dict[str, float] = {"member_faults": sum(self.member_faults.values())}
+        out.update({f"member_faults/{k}": n for k, n in self.member_faults.items()})
+        out["members_quarantined"] = self.members_quarantined
+        out.update({f"member/{a}.{m}/faults": n for (a, m), n in self.member_fault_counts.items()})
+        return out
+
     def count_episodes(
         self, returns: Sequence[float], lengths: Sequence[int], successes: Sequence[bool]
     ) -> None:
@@ -137,6 +176,8 @@ def task_metrics(
         record[f"task/{r.name}/env_steps"] = r.env_steps
         record[f"task/{r.name}/episodes"] = r.episodes
         for key, value in f.items():
+            record[f"task/{r.name}/{key}"] = value
+        for key, value in p.member_metrics().items():
             record[f"task/{r.name}/{key}"] = value
         record[f"scheduler/{r.name}/actors"] = n
         if p.env_seconds > 0:

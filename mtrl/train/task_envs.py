@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -14,7 +15,7 @@ from mtrl.coupling.protocol import SimulationError
 from mtrl.errors import ConfigError, EnvKwargsError, UserError
 from mtrl.learner.trainable import UnsupportedSpaceError, check_trainable
 from mtrl.plugins import BatchEnv, EnvSpec
-from mtrl.plugins.external import sim_logs
+from mtrl.plugins.external import ExternalSim, sim_logs
 from mtrl.train.env_failures import SimulationStartError
 
 
@@ -30,6 +31,21 @@ def check_env_kwargs(cfg: ExperimentConfig, i: int) -> None:
         raise ConfigError("\n".join(problems), problems=problems)
 
 
+def env_kwargs(spec: EnvSpec, cfg: ExperimentConfig, i: int) -> dict[str, Any]:
+    """Task ``i``'s env_kwargs, with the ``scheduler.member_*`` settings for an external env
+    (:mod:`mtrl.plugins.external.members`) where the task's env_kwargs do not set them."""
+    kwargs = dict(cfg.tasks[i].env_kwargs)
+    if isinstance(spec.make, ExternalSim) and spec.make.command is not None:
+        sc = cfg.scheduler
+        defaults = {
+            "member_restart": sc.member_restart,
+            "member_max_restarts": sc.member_max_restarts,
+            "member_window_s": sc.member_window_s,
+        }
+        kwargs = {**defaults, **kwargs}
+    return kwargs
+
+
 def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed: int) -> BatchEnv:
     """Task ``i``'s batch env of ``num_envs`` copies with its env_kwargs (errors name the
     task)."""
@@ -37,7 +53,7 @@ def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed:
     check_env_kwargs(cfg, i)
     try:
         with sim_logs.for_task(task.key):  # a simulation's logs go to the task's folder
-            return spec.build(num_envs, seed, **task.env_kwargs)
+            return spec.build(num_envs, seed, **env_kwargs(spec, cfg, i))
     except EnvKwargsError as e:
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
     except SimulationError as e:  # an external simulation's (mtrl/plugins/external)
@@ -183,7 +199,7 @@ def build_tasks(
                     reward_scale=task.reward_scale,
                     observation_space=obs_space,
                     action_space=act_space,
-                    env_kwargs=dict(task.env_kwargs),
+                    env_kwargs=env_kwargs(spec, cfg, i),
                 )
             )
     except BaseException:

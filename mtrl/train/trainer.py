@@ -316,6 +316,8 @@ class Trainer:
         p.env_steps += info.env_steps
         p.env_seconds += info.env_seconds
         p.count_episodes(info.episode_returns, info.episode_lengths, info.episode_successes)
+        for line in p.count_member_faults(ru.actor_id, info.member_faults, self.names[ru.task]):
+            print(line)
         self.tracker.add_episodes(  # episodes.csv: every episode, for the report's curves
             self.names[ru.task],
             p.env_steps,

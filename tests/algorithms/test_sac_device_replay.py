@@ -122,7 +122,8 @@ def test_a_checkpoint_puts_the_replay_back_in_the_mirror() -> None:
     ("tasks", "replay", "why"),
     [
         ([BOX, BOX], ", sampler: prioritized", "prioritized replay"),
-        ([BOX, DISCRETE], "", "per-task step"),  # two groups of one: the per-task step on a CPU
+        # an image's own group and no group of several: the per-task step on a CPU
+        ([IMAGE, DISCRETE], "", "per-task step"),
     ],
 )
 def test_where_the_mirror_cannot_be_used_a_forced_request_says_why(

@@ -91,7 +91,11 @@ def _fill(learner: SacLearner) -> None:
     """The same transitions in every task's replay of ``learner``, no gradient step yet."""
     rng = np.random.default_rng(3)
     for task, space in enumerate(learner.model.spaces):
-        learner.replays[task].add_unroll(batch_to_unroll(_batch(task, space, rng)))
+        unroll = batch_to_unroll(_batch(task, space, rng))
+        learner.replays[task].add_unroll(unroll)
+        if learner.obs_norm is not None:  # statistics away from (0, 1): they take part
+            unroll.obs[:] = unroll.obs * (task + 2) + task
+            learner.obs_norm.observe(task, unroll.obs)
 
 
 def _noise_table(counts: list[int]) -> list[list[torch.Tensor]]:
@@ -156,6 +160,32 @@ CASES = {
     "mixed, famo": (MIXED, {"loss_weighting": "famo"}, [4, 3, 4, 2, 4, 4, 3]),
     "action after the encoder": ([BOX, BOX], {"sac": ", critic_action: hidden"}, [12, 12]),
     "residual torso": ([BOX] * 3, {"model": ", torso_block: residual"}, [8, 8, 8]),
+    "normalized observations": ([BOX] * 3, {"sac": ", normalize_obs: true"}, [11, 2, 11]),
+    "mixed, normalized observations, famo": (
+        MIXED,
+        {"sac": ", normalize_obs: true", "loss_weighting": "famo"},
+        [4, 3, 4, 2, 4, 4, 3],
+    ),
+    "categorical critic": ([BOX] * 3, {"sac": ", critic: categorical, num_bins: 11"}, [5, 9, 10]),
+    "mixed, categorical critic, prioritized": (
+        MIXED,
+        {"sac": ", critic: categorical, v_min: -3, v_max: 4", "replay": "sampler: prioritized"},
+        [4, 3, 4, 2, 4, 4, 3],
+    ),
+    "mixed, categorical critic, normalized observations, famo": (
+        MIXED,
+        {"sac": ", critic: categorical, normalize_obs: true", "loss_weighting": "famo"},
+        [6, 3, 0, 5, 4, 3, 3],
+    ),
+    "categorical critic, residual torso, cagrad": (
+        [BOX] * 3,
+        {
+            "sac": ", critic: categorical, num_bins: 21, v_min: -2, v_max: 2",
+            "model": ", torso_block: residual",
+            "gradients": "cagrad",
+        },
+        [8, 8, 8],
+    ),
     "mixed, residual torso, pcgrad": (
         MIXED,
         {"model": ", torso_block: residual", "gradients": "pcgrad"},
@@ -200,18 +230,6 @@ def test_tasks_are_grouped_by_shape_and_encoders_that_cannot_stack_stand_alone()
         ((4,), False),  # the image's conv encoder
         ((5,), False),  # integers scaled by their bound
     ]
-
-
-@pytest.mark.parametrize(
-    ("tasks", "takes_it"),
-    [([BOX] * 3, True), (MIXED, True), ([BOX], False), ([BOX, OTHER, DISCRETE], False)],
-    ids=["three of one shape", "mixed with a group of two", "one task", "groups of one"],
-)
-def test_on_a_cpu_the_stacked_step_is_taken_where_a_group_holds_several_tasks(
-    tasks: list[TaskSpaces], takes_it: bool
-) -> None:
-    learner = _learner(tasks, None)
-    assert (learner.stacked is not None) is takes_it
 
 
 def test_the_actors_modules_are_views_of_the_stacks() -> None:
@@ -265,3 +283,20 @@ def test_per_task_step_sizes_keep_the_per_task_step() -> None:
     model = MultiTaskModel([BOX, BOX], cfg.learner.model)
     learner = make_sac_learner(model, cfg.learner, ["a", "b"], lr_scales=[1.0, 2.0])
     assert learner.stacked is None
+
+
+@pytest.mark.parametrize(
+    ("tasks", "stacked"),
+    [
+        ([BOX] * 3, True),  # a group of three
+        (MIXED, True),  # groups of two pay for the image's and the integers' own groups
+        ([BOX], True),  # one vector task: its critics one ensemble, still fewer calls
+        ([OTHER, DISCRETE], True),  # two groups of one, every encoder stacking
+        ([IMAGE, DISCRETE], False),  # a conv encoder and no group of several to pay for it
+        ([BOX, BOX, IMAGE], True),  # a group of several pays for the image's own group
+    ],
+)
+def test_the_step_a_cpu_takes_by_default(tasks: list, stacked: bool) -> None:
+    learner = _learner(tasks, None)
+    assert (learner.stacked is not None) is stacked
+    assert stacked_step.why_not(learner, None) is None

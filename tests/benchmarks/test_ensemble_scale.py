@@ -22,7 +22,8 @@ def test_a_tiny_ensemble_is_measured_and_a_killed_solver_is_seen(tmp_path: Path)
     if "heat/heat2d" not in get_plugins().envs or shutil.which("gcc") is None:
         pytest.skip("needs plugins_contrib/mtrl-heat and gcc")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "ensemble_scale.py"), "--copies", "3",
-           "--steps", "5", "--kills", "1", "--single-steps", "20", "--project", "16",
+           "--steps", "5", "--kills", "1", "--member-kills", "1", "--single-steps", "20",
+           "--project", "16",
            "--per-actor", "1,4", "--horizon-s", "5", "--nodes", "2",
            "--results-dir", str(tmp_path)]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -35,6 +36,11 @@ def test_a_tiny_ensemble_is_measured_and_a_killed_solver_is_seen(tmp_path: Path)
     assert len(row["kill_detected_s"]) == 1 and row["kill_detected_s"][0] is not None
     assert len(row["rebuild_s"]) == 1
     assert doc["single_copy_step"]["median_s"] > 0
-    one, four = doc["projection"]
+    one, four = [r for r in doc["projection"] if r["restart"] == "batch"]
+    (member,) = doc["member_restart"]
+    (kill,) = member["kills"]
+    assert kill["seen_s"] is not None and kill["batch_steps_meanwhile"] > 0
+    assert kill["other_copy_steps"] > 0, "the other copies kept stepping"
+    assert [r["restart"] for r in doc["projection"]] == ["batch", "batch", "member", "member"]
     assert (one["actors"], four["actors"]) == (16, 4)
     assert 0 < four["utilisation"] <= 1 and four["env_steps_per_s"] > 0

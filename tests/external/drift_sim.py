@@ -9,7 +9,9 @@ socket and linger without answering), ``slow`` (sleep ``--slow S`` seconds, once
 ``--children K`` forks K idle child processes first (the ranks of a pretend MPI job) so tests
 can check none outlives the run. ``--say TEXT`` prints TEXT on stdout and stderr at start,
 ``--spam N`` prints N numbered lines, ``--mark FILE`` appends a line to FILE (to count
-launches), ``--obs-shape 3,4`` declares another observation shape in the handshake.
+launches), ``--obs-shape 3,4`` declares another observation shape in the handshake,
+``--only N:K`` misbehaves only in a process whose base seed is ``K`` modulo ``N`` (one member
+of a batch env of ``N`` single-copy processes, launch after launch).
 """
 
 from __future__ import annotations
@@ -28,12 +30,22 @@ LIMIT = 20
 
 
 class Drift:
-    def __init__(self, fault: str, at: int, slow: float = 0.0, obs_shape: list | None = None):
+    def __init__(
+        self,
+        fault: str,
+        at: int,
+        slow: float = 0.0,
+        obs_shape: list | None = None,
+        only: tuple[int, int] | None = None,
+    ):
         self.fault, self.at, self.steps, self.slow = fault, at, 0, slow
         self.obs_shape = obs_shape or [2]
+        self.only = only
 
     def hello(self, num_envs: int, seed: int) -> bytes:
         self.n, self.seed = num_envs, seed
+        if self.only is not None and seed % self.only[0] != self.only[1]:
+            self.fault = "none"
         self.x = np.zeros(num_envs, np.float32)
         self.t = np.zeros(num_envs, np.int64)
         return P.spec_json(
@@ -93,6 +105,7 @@ def main() -> int:
     ap.add_argument("--spam", type=int, default=0)
     ap.add_argument("--mark", default="")
     ap.add_argument("--obs-shape", default="2")
+    ap.add_argument("--only", default="")
     args = ap.parse_args()
     if args.mark:
         with open(args.mark, "a") as f:
@@ -109,8 +122,9 @@ def main() -> int:
                 time.sleep(1)
     try:
         shape = [int(v) for v in args.obs_shape.split(",")]
+        only = tuple(int(v) for v in args.only.split(":")) if args.only else None
         why = client.serve(
-            Drift(args.fault, args.at, args.slow, shape), args.address, bind=args.bind
+            Drift(args.fault, args.at, args.slow, shape, only), args.address, bind=args.bind
         )
     except SystemExit:
         time.sleep(3600)  # 'close': socket closed by serve's finally; linger, answering nothing

@@ -5,6 +5,7 @@ and no traceback; a crash under serial actors leaves a checkpoint and says how t
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -32,6 +33,12 @@ def mtrl_register_envs(register):
     register.env("drift", drift, observation_space=OBS, action_space=ACT)
     wrong = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     register.env("mismatch", drift, observation_space=wrong, action_space=ACT)
+    each = ExternalSim(
+        command=DRIFT + " --only {{only}}",
+        defaults={{"fault": "none", "at": 0, "say": "hello", "only": "4:2"}},
+        copies_per_process=1,
+    )
+    register.env("each", each, observation_space=OBS, action_space=ACT)
     typo = ExternalSim(command='{{python}} -c "import mtrl_sim_typo" {{address}}')
     register.env("typo", typo, observation_space=OBS, action_space=ACT)
 """
@@ -160,3 +167,37 @@ def test_under_process_actors_a_simulation_that_cannot_start_ends_in_one_line(
     assert "its last output line: ModuleNotFoundError: No module named 'mtrl_sim_typo'" in line
     log = Path(re.search(r"\(whole log: (\S+)\)$", line).group(1))
     assert "No module named 'mtrl_sim_typo'" in log.read_text()
+
+
+def test_train_quarantines_a_member_that_always_crashes_alone_and_finishes(
+    site: Path, tmp_path: Path
+) -> None:
+    """One simulation process per copy; the one serving copy 2 crashes at its first step,
+    launch after launch: it is quarantined alone (one line says so), the run finishes."""
+    kwargs = "{fault: crash, at: 1, only: '4:2'}"
+    cfg = _config(tmp_path / "c.yaml", _task("faulty/each", kwargs), steps=640)
+    text = cfg.read_text().replace("{num_actors: 1}", "{num_actors: 1, member_max_restarts: 1}")
+    cfg.write_text(text)
+    res = _mtrl(site, "train", str(cfg))
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout + res.stderr
+    assert out.count("restarted alone") == 1, out
+    (line,) = [ln for ln in out.splitlines() if "quarantined after" in ln]
+    assert line.startswith("WARNING: member 2 (copy 2) of actor 0 of task 'faulty/each'"), line
+    (metrics,) = (tmp_path / "runs").rglob("metrics.jsonl")
+    last = [json.loads(row) for row in metrics.read_text().splitlines()][-1]
+    assert last["task/faulty/each/member_faults"] == 2
+    assert last["task/faulty/each/member_faults/exit"] == 2
+    assert last["task/faulty/each/members_quarantined"] == 1
+    assert last["task/faulty/each/member/0.2/faults"] == 2
+    assert last["task/faulty/each/faults"] == 0, "the actor itself never failed"
+
+
+def test_validate_refuses_a_bad_member_setting_in_one_line(site: Path, tmp_path: Path) -> None:
+    cfg = _config(tmp_path / "c.yaml", _task("faulty/each"))
+    cfg.write_text(cfg.read_text().replace("{num_actors: 1}", "{member_max_restarts: -1}"))
+    for command in ("validate", "train"):
+        res = _mtrl(site, command, str(cfg))
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        (line,) = [ln for ln in res.stderr.splitlines() if "member_max_restarts" in ln]
+        assert "scheduler.member_max_restarts: Input should be greater than" in line, line

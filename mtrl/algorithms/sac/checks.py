@@ -26,11 +26,19 @@ class SacUnsupportedError(UserError):
 
 def check_config(cfg: LearnerConfig, settings: SacSettings | None = None) -> list[str]:
     """What SAC cannot run of learner config ``cfg`` (empty: nothing): it trains on single
-    transitions, so a recurrent core (which would need sequence replay) is refused."""
+    transitions, so a recurrent core (which would need sequence replay) is refused; running
+    observation statistics are one process's, so ``normalize_obs`` is refused with
+    data-parallel replicas."""
     if cfg.model.core is not None:
         return [
             "learning rule 'sac' trains on single transitions and has no recurrent core: "
             "remove learner.model.core or choose learner.algorithm: impala"
+        ]
+    if settings is not None and settings.normalize_obs and cfg.parallel.data_parallel > 1:
+        return [
+            "learner.sac.normalize_obs is not combined with learner.parallel.data_parallel: "
+            f"{cfg.parallel.data_parallel} (each replica's observation statistics would drift "
+            "apart from the others'): choose one"
         ]
     return []
 

@@ -41,17 +41,14 @@ from gymnasium import spaces
 from torch import nn
 
 from mtrl.algorithms.feed import batch_to_unroll
-from mtrl.algorithms.sac import device_replay, losses, resets
+from mtrl.algorithms.sac import device_replay, obs_norm, resets
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
+from mtrl.algorithms.sac.critic_output import critic_bins, critic_output
 from mtrl.algorithms.sac.diagnostics import SacDiagnostics
 from mtrl.algorithms.sac.famo import CriticFamo
-from mtrl.algorithms.sac.networks import (
-    CriticInput,
-    TwinCritic,
-    install_policy_heads,
-    squashed_params_many,
-)
+from mtrl.algorithms.sac.networks import TwinCritic, install_policy_heads
+from mtrl.algorithms.sac.per_task_step import PerTaskSac
 from mtrl.algorithms.sac.sampling import ReplayRatio, TaskMix
 from mtrl.algorithms.sac.settings import DEFAULT_CAPACITY, SacSettings
 from mtrl.algorithms.sac.stacked_batch import HostBatch, draw
@@ -59,8 +56,7 @@ from mtrl.algorithms.sac.stacked_step import StackedSac
 from mtrl.algorithms.sac.state import REFILL_NOTE, capture, restore
 from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch
-from mtrl.learner.distributions import DiagGaussian
-from mtrl.learner.model import MultiTaskModel, Obs
+from mtrl.learner.model import MultiTaskModel
 from mtrl.learner.optim import adam_step, clear_grads, param_groups
 from mtrl.learner.task_gradients import GradientCombiner
 from mtrl.replay import TaskReplay, TransitionStorage, set_beta, task_replay
@@ -72,11 +68,6 @@ def _target_entropy(space: spaces.Space, sac: SacSettings) -> float:
     if isinstance(space, spaces.Box):
         return sac.box_target_entropy * float(np.prod(space.shape))
     return sac.discrete_target_entropy * math.log(int(space.n))
-
-
-def _requires_grad(params: Sequence[torch.Tensor], flag: bool) -> None:
-    for p in params:
-        p.requires_grad_(flag)
 
 
 class SacLearner:
@@ -111,8 +102,13 @@ class SacLearner:
         self.box = [isinstance(t.action_space, spaces.Box) for t in self.spaces]
         k = len(task_names)
         sac = self.sac
-        self.critic = TwinCritic(model, cfg.model, sac.critic_action).to(self.device)
+        self.critic = TwinCritic(model, cfg.model, sac.critic_action, critic_bins(sac))
+        self.critic = self.critic.to(self.device)
+        # learner.sac.critic: the critics' outputs to Q, and their loss.
+        self.critic_out = critic_output(sac, self.device)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
+        # learner.sac.normalize_obs: running statistics in front of every encoder.
+        self.obs_norm = obs_norm.for_learner(self)
         self.log_alpha = torch.full(
             (k,), math.log(sac.initial_alpha), device=self.device, requires_grad=True
         )
@@ -123,6 +119,7 @@ class SacLearner:
         self.combining = cfg.multitask.gradients != "sum"
         # Tasks of one shape take the stacked step (a few large calls); the others, per task.
         self.stacked = StackedSac.build(self, lr_scales)
+        self.per_task = PerTaskSac(self)
         if self.stacked is not None:
             actor_groups = [{"params": self.stacked.actor_params, "lr": sac.actor_lr}]
             self.actor_params = self.stacked.actor_params
@@ -219,7 +216,10 @@ class SacLearner:
         weighted: dict[int, float] = {}
         mirror = self.stacked.replay if self.stacked is not None else None
         for b in batches:
-            items, live = self.replays[b.task].add_unroll(batch_to_unroll(b))
+            unroll = batch_to_unroll(b)
+            items, live = self.replays[b.task].add_unroll(unroll)
+            if self.obs_norm is not None:
+                self.obs_norm.observe(b.task, unroll.obs)
             if mirror is not None:
                 mirror.write(b.task, items, live)
             weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight
@@ -266,26 +266,6 @@ class SacLearner:
         counts = self.mix.split(self.sac.batch_size, ready, self.rng)
         return draw_groups(self.replays, self._keys, ready, counts, self.rng, self.device)
 
-    def _act(
-        self, g: Group, obs: Sequence[Obs]
-    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-        """The policy at ``obs`` for a group's rows: the critics' action input (a
-        reparameterised squashed action ``[n, size]`` for Box tasks, None for Discrete), the
-        entropy estimate ``[n]`` and what the losses need (the sample's log-density ``[n]``,
-        or all log-probabilities ``[n, A]``)."""
-        model = self.model
-        h = model.embed_many(g.tasks, obs).split(g.sizes)
-        if g.box:
-            mean, log_std = squashed_params_many([model.policy_heads[k] for k in g.tasks], h)
-            u = mean + log_std.exp() * self._noise_like(mean)
-            raw_logp = DiagGaussian(mean, log_std, 1).log_prob(u)
-            logp = losses.squashed_log_prob(raw_logp, u)  # of tanh(u), in [-1, 1]
-            return torch.tanh(u), -logp, logp
-        log_probs = torch.cat(
-            [model.policy(k, hk).log_probs for k, hk in zip(g.tasks, h, strict=True)]
-        )
-        return None, losses.discrete_entropy(log_probs), log_probs
-
     def _draw_stacked(
         self, ready: Sequence[int], counts: Sequence[int], rows: Sequence[int] | None
     ) -> HostBatch:
@@ -298,139 +278,14 @@ class SacLearner:
         """The reparameterisation's standard normal noise, one per action dim."""
         return torch.randn_like(mean)
 
-    def _q(
-        self, critic: nn.Module, groups: Sequence[Group], obs: str, actions: Sequence[Any]
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Both critics' ``Q`` per group (``[n]`` for Box, ``[n, A]`` for Discrete) at the
-        groups' ``obs`` (field name) and ``actions`` (per group, squashed, or None): one
-        critic call for every task's rows."""
-        inputs = [
-            CriticInput(k, o, a)
-            for g, act in zip(groups, actions, strict=True)
-            for k, o, a in zip(
-                g.tasks,
-                getattr(g, obs),
-                act.split(g.sizes) if act is not None else [None] * len(g.tasks),
-                strict=True,
-            )
-        ]
-        q1s, q2s = critic(inputs)
-        out1, out2, at = [], [], 0
-        for g in groups:
-            n = len(g.tasks)
-            out1.append(torch.cat(q1s[at : at + n]))
-            out2.append(torch.cat(q2s[at : at + n]))
-            at += n
-        return out1, out2
-
     def _gradient_step(self, ready: Sequence[int]) -> torch.Tensor:
         """One critic, policy and temperature step on a fresh mixed batch; returns the three
         losses (float64 ``[3]``, on the device): the stacked step where the tasks allow it
-        (:mod:`mtrl.algorithms.sac.stacked_step`), else :meth:`_per_task_step`."""
+        (:mod:`mtrl.algorithms.sac.stacked_step`), else the per-task step
+        (:mod:`mtrl.algorithms.sac.per_task_step`)."""
         if self.stacked is not None:
             return self.stacked.gradient_step(ready)
-        return self._per_task_step(ready)
-
-    def _per_task_step(self, ready: Sequence[int]) -> torch.Tensor:
-        """The gradient step over the tasks' rows grouped by action kind, each task's encoders
-        and heads on its own rows (any mix of spaces)."""
-        groups = self._sample(ready)
-        alpha = self.alpha
-        sac = self.sac
-        # Soft targets from the target critics at the next observations.
-        with torch.no_grad():
-            nxt = [self._act(g, g.next_obs) for g in groups]
-            tq1, tq2 = self._q(self.target, groups, "next_obs", [n[0] for n in nxt])
-            targets = []
-            for g, (_, _, aux), q1, q2 in zip(groups, nxt, tq1, tq2, strict=True):
-                a = alpha[g.rows]
-                if g.box:
-                    v = losses.continuous_next_value(q1, q2, aux, a)
-                else:
-                    v = losses.discrete_next_value(q1, q2, aux, a)
-                targets.append(losses.soft_target(g.rewards, g.terminated, self.cfg.gamma, v))
-        # Critics, at the stored actions.
-        stored = [torch.tanh(g.actions) if g.box else None for g in groups]
-        y = torch.cat(targets)
-        weights = torch.cat([g.weights for g in groups])
-        rows = torch.cat([g.rows for g in groups])
-        k = len(self.task_names)
-        local = torch.zeros(k, device=self.device).index_add_(0, rows, torch.ones_like(y))
-
-        def critic_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            """Both critics' ``Q`` of the stored actions and the critic loss per row."""
-            q1s, q2s = self._q(self.critic, groups, "obs", stored)
-            q1 = torch.cat([self._taken(g, q) for g, q in zip(groups, q1s, strict=True)])
-            q2 = torch.cat([self._taken(g, q) for g, q in zip(groups, q2s, strict=True)])
-            return q1, q2, losses.critic_loss(q1, q2, y, weights)
-
-        q1, q2, per_row = critic_rows()
-        critic_loss = per_row.mean()
-        if self.famo is None:
-            by_task = self._by_task(per_row, rows)
-            self._step(self.critic_opt, critic_loss, self.critic_params, by_task)
-        else:
-            scales = self.famo.row_scales(local, self._task_totals(per_row, rows))
-            self._step(self.critic_opt, (per_row * scales[rows]).sum(), self.critic_params)
-            with torch.no_grad():
-                self.famo.update(self._task_totals(critic_rows()[2], rows))
-        td = (0.5 * ((q1 - y).abs() + (q2 - y).abs())).detach()
-        # Policy, through frozen critics.
-        _requires_grad(self.critic_params, False)
-        now = [self._act(g, g.obs) for g in groups]
-        pq1, pq2 = self._q(self.critic, groups, "obs", [n[0] for n in now])
-        _requires_grad(self.critic_params, True)
-        actor_terms = []
-        for g, (_, _, aux), q1g, q2g in zip(groups, now, pq1, pq2, strict=True):
-            loss = losses.continuous_actor_loss if g.box else losses.discrete_actor_loss
-            actor_terms.append(loss(aux, q1g, q2g, alpha[g.rows]))
-        per_row = torch.cat(actor_terms)
-        actor_loss = per_row.mean()
-        self._step(self.actor_opt, actor_loss, self.actor_params, self._by_task(per_row, rows))
-        # Temperatures: each task's own, from its mean entropy in this batch.
-        entropy = torch.cat([n[1] for n in now]).detach()
-        total_h = torch.zeros(k, device=self.device).index_add_(0, rows, entropy)
-        count, total_h = self._task_sums(local, total_h)
-        # Tasks absent from the batch add nothing (a mask, not boolean indexing: that would
-        # wait for the GPU to say how many tasks are present).
-        present = (count > 0).to(total_h.dtype)
-        mean_h = total_h / count.clamp(min=1)
-        alpha_loss = (
-            losses.temperature_loss(self.log_alpha, mean_h, self.target_entropy) * present
-        ).sum()
-        # From whole-batch sums: the same loss, hence the same gradient, on every replica.
-        self._step(self.alpha_opt, alpha_loss, [self.log_alpha], reduce=False)
-        with torch.no_grad():
-            torch._foreach_lerp_(self.target_params, self.critic_params, sac.tau)
-        self.diagnostics.record(rows, local, alpha, entropy, q1.detach(), td)
-        if self.cfg.replay.prioritized:
-            at, errors = 0, td.cpu().numpy()
-            for g in groups:
-                for task, n, indices in zip(g.tasks, g.sizes, g.indices, strict=True):
-                    self.replays[task].update_priorities(indices, errors[at : at + n])
-                    at += n
-        return torch.stack([critic_loss, actor_loss, alpha_loss]).detach().double()
-
-    def _taken(self, g: Group, q: torch.Tensor) -> torch.Tensor:
-        """``Q`` of the stored actions: a Discrete group's rows gathered at their action."""
-        if g.box:
-            return q
-        return q.gather(-1, g.actions.long().unsqueeze(-1)).squeeze(-1)
-
-    def _task_totals(self, per_row: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """Each task's sum ``[K]`` of ``per_row`` (not differentiated; ``rows``: each row's
-        task)."""
-        totals = torch.zeros(len(self.task_names), device=self.device, dtype=per_row.dtype)
-        return totals.index_add_(0, rows, per_row.detach())
-
-    def _by_task(self, per_row: torch.Tensor, rows: torch.Tensor) -> dict[int, torch.Tensor]:
-        """Each present task's part of the mean of ``per_row`` (empty unless the tasks'
-        gradients are combined: ``learner.multitask.gradients``)."""
-        if not self.combining:
-            return {}
-        parts = torch.zeros(len(self.task_names), device=self.device, dtype=per_row.dtype)
-        parts = parts.index_add(0, rows, per_row) / per_row.numel()
-        return {int(k): parts[k] for k in rows.unique().tolist()}
+        return self.per_task.gradient_step(ready)
 
     def _step(
         self,

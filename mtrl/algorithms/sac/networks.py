@@ -152,7 +152,8 @@ class MultiTaskCritic(nn.Module):
     """``Q`` of every task: per-task encoder (+ action join) → shared torso → per-task head.
 
     :meth:`forward` takes several tasks' inputs and runs the torso once over all of them;
-    a ``Box`` task's output is ``[n]``, a ``Discrete(n_a)`` task's ``[n, n_a]``.
+    a ``Box`` task's output is ``[n]``, a ``Discrete(n_a)`` task's ``[n, n_a]`` — or, for the
+    categorical critic, logits over its ``bins`` values: ``[n, bins]``, ``[n, n_a, bins]``.
     """
 
     def __init__(
@@ -161,9 +162,14 @@ class MultiTaskCritic(nn.Module):
         obs_spaces: Sequence,
         cfg: ModelConfig,
         action_at: str = "input",
+        bins: int | None = None,
     ):
-        """``action_at``: ``learner.sac.critic_action`` (``input`` or ``hidden``)."""
+        """``action_at``: ``learner.sac.critic_action`` (``input`` or ``hidden``); ``bins``:
+        the categorical critic's outputs per action (``learner.sac.critic: categorical``;
+        None: one ``Q``)."""
         super().__init__()
+        self.bins = bins
+        per = bins or 1
         dim = cfg.encoder_dim
         width = cfg.torso[-1] if cfg.torso else dim
         encoders, joins, heads = [], [], []
@@ -182,10 +188,10 @@ class MultiTaskCritic(nn.Module):
                 encoders.append(make_encoder(obs_space, cfg, what))
             if box:
                 joins.append(nn.Identity() if at_input else ActionJoin(size, dim, cfg.activation))
-                heads.append(ortho_init(nn.Linear(width, 1), gain=1.0))
+                heads.append(ortho_init(nn.Linear(width, per), gain=1.0))
             else:
                 joins.append(nn.Identity())
-                heads.append(ortho_init(nn.Linear(width, int(act_space.n)), gain=1.0))
+                heads.append(ortho_init(nn.Linear(width, int(act_space.n) * per), gain=1.0))
         self.encoders = nn.ModuleList(encoders)
         self.joins = nn.ModuleList(joins)
         self.torso = make_torso(cfg, len(encoders))
@@ -217,6 +223,11 @@ class MultiTaskCritic(nn.Module):
             h = self.torso(joined)
         h = h.split(rows)
         qs = stacked.apply_many([self.heads[p.task] for p in inputs], h)
+        if self.bins is not None:  # logits: [n, bins] (Box), [n, n_a, bins] (Discrete)
+            return [
+                q if self.continuous[p.task] else q.reshape(q.shape[0], -1, self.bins)
+                for p, q in zip(inputs, qs, strict=True)
+            ]
         return [
             q.squeeze(-1) if self.continuous[p.task] else q for p, q in zip(inputs, qs, strict=True)
         ]
@@ -226,12 +237,18 @@ class TwinCritic(nn.Module):
     """Two independent :class:`MultiTaskCritic` networks (clipped double-Q, Fujimoto et al.
     2018): :meth:`forward` returns both critics' outputs per task."""
 
-    def __init__(self, model: MultiTaskModel, cfg: ModelConfig, action_at: str = "input") -> None:
+    def __init__(
+        self,
+        model: MultiTaskModel,
+        cfg: ModelConfig,
+        action_at: str = "input",
+        bins: int | None = None,
+    ) -> None:
         super().__init__()
         obs = [t.observation_space for t in model.spaces]
         act = [t.action_space for t in model.spaces]
-        self.q1 = MultiTaskCritic(act, obs, cfg, action_at)
-        self.q2 = MultiTaskCritic(act, obs, cfg, action_at)
+        self.q1 = MultiTaskCritic(act, obs, cfg, action_at, bins)
+        self.q2 = MultiTaskCritic(act, obs, cfg, action_at, bins)
 
     def forward(
         self, inputs: Sequence[CriticInput]

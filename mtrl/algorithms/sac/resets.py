@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from mtrl.algorithms.sac.critic_output import critic_bins
 from mtrl.algorithms.sac.networks import TwinCritic, install_policy_heads
 from mtrl.learner.model import MultiTaskModel
 
@@ -53,7 +54,8 @@ def reset(learner: Any) -> None:
         fresh = MultiTaskModel(learner.spaces, cfg.model)
         install_policy_heads(fresh)
         _copy_parameters(learner.model, fresh)
-        _copy_parameters(learner.critic, TwinCritic(fresh, cfg.model, sac.critic_action))
+        critic = TwinCritic(fresh, cfg.model, sac.critic_action, critic_bins(sac))
+        _copy_parameters(learner.critic, critic)
         learner._share_reset()
         torch._foreach_copy_(learner.target_params, learner.critic_params)
         optimizers = [learner.actor_opt, learner.critic_opt]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from mtrl.config.base import ConfigModel
 
@@ -108,6 +108,41 @@ class SacSettings(ConfigModel):
     memory (it takes as many bytes as the host replay). True: wherever the tasks take the
     stacked step with uniform replay on one process (a CPU too); False: never. The rows come
     from the device's random generator, the same distribution as the host's draw."""
+    normalize_obs: bool = False
+    """Normalise each task's float vector observations (a ``Box`` of any rank but an image's)
+    by their running mean and variance, per task, clipped to ±10 (as Stable-Baselines3's
+    ``VecNormalize`` and BRO do): the statistics take in every unroll's observations as it is
+    stored in the replay, and every network reads ``(obs − mean) / sqrt(var + 1e-8)`` — the
+    critics and the policy in the learner's step, the actors' policy through the published
+    weights (the statistics are buffers of the model), checkpoints hold them. The replay keeps
+    the raw observations, so each gradient step sees them under the current statistics. Images,
+    integers scaled by their bounds, text, Dict and Tuple observations are left as they are."""
+    critic: Literal["mse", "categorical"] = "mse"
+    """The critics' output and loss. ``mse``: one ``Q`` per action, the squared error to the
+    soft target (SAC's). ``categorical``: logits over ``num_bins`` values evenly spaced on
+    ``[v_min, v_max]``, ``Q`` their expectation; the soft target (from the smaller of the
+    target critics' expected ``Q``, as SAC takes it) is projected onto the two neighbouring
+    bins (two-hot, preserving its value inside the support) and each critic's loss is the cross
+    entropy to it (BRC, Nauman et al. 2025; Farebrother et al. 2024)."""
+    num_bins: int = Field(default=101, ge=2)
+    """Bins of the ``categorical`` critic (BRC's 101)."""
+    v_min: float = -100.0
+    """The ``categorical`` critic's smallest value: soft targets below it count as it. The
+    support must hold the tasks' discounted soft returns *after* ``tasks[i].reward_scale``:
+    ±100 holds rewards in about [−1, 1] at ``gamma: 0.99``; scale each task's rewards into it."""
+    v_max: float = 100.0
+    """The ``categorical`` critic's largest value (above ``v_min``): soft targets above it
+    count as it."""
+
+    @model_validator(mode="after")
+    def _support(self) -> SacSettings:
+        """The categorical critic's support is an interval."""
+        if not self.v_max > self.v_min:
+            raise ValueError(
+                f"v_max ({self.v_max:g}) must be above v_min ({self.v_min:g}): they bound the "
+                "categorical critic's support"
+            )
+        return self
 
 
 SAC_LEARNER_DEFAULTS: dict[str, object] = {

@@ -11,11 +11,12 @@ so the actors, checkpoints and state dicts see the modules as before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
+from mtrl.algorithms.sac.obs_norm import stacked_normalizer
 from mtrl.algorithms.sac.stacked_batch import GroupSpec
 from mtrl.learner.stacked import LinearStack, MLPStack, stack_signature
 
@@ -61,11 +62,15 @@ class Policy:
         self.model = model
         self.groups = list(groups)
         self.encoders: list[MLPStack | None] = []
+        self.norms: list[Callable[[torch.Tensor], torch.Tensor] | None] = []
+        """Per group: the normalisation of its raw observations before a stacked encoder
+        (``learner.sac.normalize_obs``), or None."""
         self.heads: list[LinearStack] = []
         members: list[nn.Module] = []
         for g, stack in zip(groups, stacked, strict=True):
             encs = [model.encoders[t] for t in g.tasks]
             self.encoders.append(MLPStack([e.mlp for e in encs]) if stack else None)
+            self.norms.append(stacked_normalizer(encs) if stack else None)
             members += [e.mlp for e in encs] if stack else []
             heads = [model.policy_heads[t] for t in g.tasks]
             layers = [[h.mean, h.log_std] if g.box else [h.linear] for h in heads]
@@ -88,9 +93,9 @@ class Policy:
         ]
 
     def _encode(self, i: int, obs: torch.Tensor) -> torch.Tensor:
-        stack, g = self.encoders[i], self.groups[i]
+        stack, g, norm = self.encoders[i], self.groups[i], self.norms[i]
         if stack is not None:
-            return stack(obs)
+            return stack(norm(obs) if norm is not None else obs)
         k, m = obs.shape[0], obs.shape[1]
         parts = [
             self.model.encoders[t](obs[j].reshape(m, *g.obs_shape)) for j, t in enumerate(g.tasks)
@@ -108,11 +113,16 @@ class Critics:
         self.twin = (q1, q2)
         self.groups = list(groups)
         self.encoders: list[MLPStack | None] = []
+        self.norms: list[Callable[[torch.Tensor], torch.Tensor] | None] = []
+        """Per group: the normalisation of its raw observations before a stacked encoder
+        (``learner.sac.normalize_obs``; both critics share each task's), or None."""
         self.heads: list[LinearStack] = []
         members: list[nn.Module] = []
         for g, stack in zip(groups, stacked, strict=True):
             mlps = [q.encoders[t].mlp for q in (q1, q2) for t in g.tasks] if stack else []
             self.encoders.append(MLPStack(mlps) if stack else None)
+            encs = [q1.encoders[t] for t in g.tasks]
+            self.norms.append(stacked_normalizer(encs) if stack else None)
             heads = [q.heads[t] for q in (q1, q2) for t in g.tasks]
             self.heads.append(LinearStack([[h] for h in heads]))
             members += mlps + heads
@@ -170,8 +180,9 @@ class Critics:
         self, i: int, obs: torch.Tensor, action: torch.Tensor | None, frozen: bool
     ) -> torch.Tensor:
         """``[2 K_g, M, e]``: critic 1's rows of the group's tasks, then critic 2's."""
-        stack, g = self.encoders[i], self.groups[i]
+        stack, g, norm = self.encoders[i], self.groups[i], self.norms[i]
         if stack is not None:
+            obs = norm(obs) if norm is not None else obs
             x = obs if action is None else torch.cat([obs, action.to(obs.dtype)], dim=-1)
             return stack(x.repeat(2, 1, 1), frozen)
         m = obs.shape[1]

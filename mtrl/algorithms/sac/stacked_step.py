@@ -1,6 +1,6 @@
 """SAC's gradient step in a few large calls.
 
-The per-task step (:meth:`SacLearner._per_task_step`) runs each task's encoders and heads on
+The per-task step (:mod:`mtrl.algorithms.sac.per_task_step`) runs each task's encoders and heads on
 that task's own rows: with MT10's ten tasks, ten small matmuls per layer, forward and backward,
 for each of the step's network passes, optimisers over a hundred tensors, and bookkeeping
 between them — on one CPU core MT10's step was mostly dispatch, not arithmetic, and on a GPU
@@ -28,7 +28,8 @@ observations, prioritized replay, combined task gradients, FAMO's weighted criti
 task-conditioned torso, one task).
 :func:`why_not` says when a learner must keep the per-task step (Dict or Tuple observations,
 per-task step sizes, integers past float32's range), :func:`pays` when it is the faster one
-(on a CUDA GPU; on a CPU where a group holds several tasks). :data:`ENABLED` forces either
+(on a CUDA GPU; on a CPU where every task's encoders stack, or a group holds several tasks).
+:data:`ENABLED` forces either
 path, to compare (``benchmarks/learner_update.py --stacked-step``).
 """
 
@@ -55,11 +56,14 @@ from mtrl.learner.stacked import stack_signature
 __all__ = ["ENABLED", "StackedSac", "pays", "task_groups", "why_not"]
 
 ENABLED: bool | None = None
-"""None (the default): take the stacked step where :func:`why_not` allows and it pays — on a
-CUDA GPU always (the step becomes one CUDA graph), on a CPU where some group holds several tasks
-(a group of one runs a batched call of one member, which on a CPU core costs more than the
-plain ``addmm`` of the per-task step: docs/BENCHMARKS.md, "The learner at the speed of its
-arithmetic"). True: wherever :func:`why_not` allows; False: never."""
+"""None (the default): take the stacked step where :func:`why_not` allows and it pays (:func:`pays`)
+— on a CUDA GPU always (the step becomes one CUDA graph); on a CPU where every task's encoders
+stack (vector tasks, even in groups of one: its twin critics as one ensemble and its few
+optimiser tensors cost fewer calls than the per-task step's) or some group holds several tasks.
+A task whose encoder cannot stack (an image's convolutions) runs its own modules inside the
+stacked step, which on a CPU core measured slower than the per-task step when no group of
+several tasks pays for it (docs/BENCHMARKS.md, "The learner at the speed of its arithmetic").
+True: wherever :func:`why_not` allows; False: never."""
 
 SacLearner = Any
 """A :class:`~mtrl.algorithms.sac.learner.SacLearner` (which imports this module)."""
@@ -136,11 +140,12 @@ def task_groups(learner: SacLearner) -> tuple[list[GroupSpec], list[bool]]:
 
 def pays(learner: SacLearner) -> bool:
     """Whether the stacked step is the faster one for ``learner`` (:data:`ENABLED`'s default):
-    on a CUDA GPU, or where a group of stacked encoders holds several tasks."""
+    on a CUDA GPU; on a CPU where every task's encoders stack or a group of stacked encoders
+    holds several tasks."""
     if learner.device.type == "cuda":
         return True
     groups, stacked = task_groups(learner)
-    return any(s and len(g.tasks) > 1 for g, s in zip(groups, stacked, strict=True))
+    return all(stacked) or any(s and len(g.tasks) > 1 for g, s in zip(groups, stacked, strict=True))
 
 
 class StackedSac:
@@ -304,9 +309,10 @@ class StackedSac:
             [(b.next_obs, a) for b, (a, _) in zip(batches, nxt, strict=True)], rows, True
         )
         ys = []
-        for g, b, (_, aux), q, alpha in zip(self.groups, batches, nxt, tq, alphas, strict=True):
+        for g, b, (_, aux), out, alpha in zip(self.groups, batches, nxt, tq, alphas, strict=True):
+            q = self._values(g, out)
             if g.box:
-                v = losses.continuous_next_value(q[0, ..., 0], q[1, ..., 0], aux, alpha)
+                v = losses.continuous_next_value(q[0], q[1], aux, alpha)
             else:
                 v = losses.discrete_next_value(q[0], q[1], aux, alpha.expand(aux.shape[:2]))
             ys.append(losses.soft_target(b.rewards, b.terminated, gamma, v))
@@ -327,15 +333,21 @@ class StackedSac:
             for g, b in zip(self.groups, batches, strict=True)
         ]
 
+        out = lr.critic_out
+
         def critic_rows() -> tuple[list[torch.Tensor], list[torch.Tensor]]:
             """Each group's ``Q`` of the stored actions and critic loss per row."""
-            qs = self.critic(inputs, rows, False)
-            qs = [self._taken(g, b, q) for g, b, q in zip(self.groups, batches, qs, strict=True)]
-            per_row = [
-                losses.critic_loss(q[0], q[1], y, b.weights)
-                for q, y, b in zip(qs, ys, batches, strict=True)
+            outs = [
+                self._taken(g, b, self._outputs(g, o))
+                for g, b, o in zip(
+                    self.groups, batches, self.critic(inputs, rows, False), strict=True
+                )
             ]
-            return qs, per_row
+            per_row = [
+                out.loss(o[0], o[1], y, b.weights)
+                for o, y, b in zip(outs, ys, batches, strict=True)
+            ]
+            return [out.value(o) for o in outs], per_row
 
         qs, per_row = critic_rows()
         if lr.famo is None:
@@ -358,9 +370,10 @@ class StackedSac:
         lr = self.learner
         pq = self.critic([(b.obs, a) for b, (a, _) in zip(batches, now, strict=True)], rows, True)
         per_row, entropies = [], []
-        for g, b, (_, aux), q, alpha in zip(self.groups, batches, now, pq, alphas, strict=True):
+        for g, b, (_, aux), out, alpha in zip(self.groups, batches, now, pq, alphas, strict=True):
+            q = self._values(g, out)
             if g.box:
-                term = losses.continuous_actor_loss(aux, q[0, ..., 0], q[1, ..., 0], alpha)
+                term = losses.continuous_actor_loss(aux, q[0], q[1], alpha)
                 entropies.append(-aux.detach())
             else:
                 term = losses.discrete_actor_loss(aux, q[0], q[1], alpha.expand(aux.shape[:2]))
@@ -434,14 +447,27 @@ class StackedSac:
             out.append((torch.tanh(u), losses.squashed_log_prob(raw_logp, u)))
         return out
 
+    def _outputs(self, g: GroupSpec, q: torch.Tensor) -> torch.Tensor:
+        """A group's critic outputs ``[2, K_g, m, out]`` per action: ``Q`` ``[2, K_g, m]``
+        (Box) or ``[2, K_g, m, n]`` (Discrete), a categorical critic's logits with a last
+        ``bins`` dim after those."""
+        out = self.learner.critic_out
+        if out.categorical:
+            return q if g.box else q.reshape(*q.shape[:-1], g.act, out.bins)
+        return q[..., 0] if g.box else q
+
+    def _values(self, g: GroupSpec, q: torch.Tensor) -> torch.Tensor:
+        """A group's ``Q`` (``[2, K_g, m]`` or ``[2, K_g, m, n]``) from its critic outputs."""
+        return self.learner.critic_out.value(self._outputs(g, q))
+
     @staticmethod
     def _taken(g: GroupSpec, b: GroupBatch, q: torch.Tensor) -> torch.Tensor:
-        """``Q`` ``[2, K_g, m]`` of the stored actions: a Box group's one output, a Discrete
-        group's gathered at each row's action."""
+        """:meth:`_outputs` ``q`` of the stored actions (``[2, K_g, m, *out]``): a Box group's
+        as they are, a Discrete group's gathered at each row's action."""
         if g.box:
-            return q[..., 0]
-        index = b.actions.unsqueeze(0).unsqueeze(-1).expand(2, *b.actions.shape, 1)
-        return q.gather(-1, index).squeeze(-1)
+            return q
+        index = b.actions.reshape(1, *b.actions.shape, 1, *([1] * (q.ndim - 4)))
+        return q.gather(3, index.expand(2, *b.actions.shape, 1, *q.shape[4:])).squeeze(3)
 
     def _by_task(
         self, per_row: Sequence[torch.Tensor], count: torch.Tensor, n: float

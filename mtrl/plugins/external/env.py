@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import shlex
 import shutil
@@ -57,6 +58,17 @@ from mtrl.coupling import protocol as P
 from mtrl.plugins.batch_env import BatchEnv, StepBatch
 from mtrl.plugins.external import sim_logs
 from mtrl.plugins.external.link import SECURITY_KWARGS, Link, SimulationError, check_transport
+from mtrl.plugins.external.members import (
+    HELLO,
+    MEMBER_KWARGS,
+    QUARANTINED,
+    RESET,
+    UP,
+    MemberFault,
+    MemberPolicy,
+    MemberRecord,
+    fault_kind,
+)
 from mtrl.plugins.external.slow_steps import SlowSteps
 from mtrl.plugins.external.spaces_check import (
     SimulationCommandError,
@@ -97,6 +109,9 @@ class ExternalSim:
     ``server_key``, the CURVE public key of a simulation attached to over tcp://;
     ``insecure: true`` allows plain tcp:// to a non-loopback address (else refused) and
     launches tcp:// codes without CURVE; ``max_message_bytes``, the largest frame accepted.
+
+    ``copies_per_process`` and the member policy (``member_restart``, ``member_max_restarts``,
+    ``member_window_s``: :mod:`.members`) may be set by env_kwargs too.
 
     ``log_max_bytes``: the cap of each launched process's log (docs/COUPLING.md, section 6).
     ``env_id`` and ``declared`` (the observation and action spaces given to ``register.env``)
@@ -174,21 +189,28 @@ class ExternalSim:
 
     def __call__(self, num_envs: int, seed: int = 0, **env_kwargs: Any) -> ExternalBatchEnv:
         unknown = sorted(
-            set(env_kwargs) - set(self.defaults) - {"step_timeout_s", *SECURITY_KWARGS}
+            set(env_kwargs)
+            - set(self.defaults)
+            - {"step_timeout_s", "copies_per_process", *SECURITY_KWARGS, *MEMBER_KWARGS}
         )
         if unknown:
             raise TypeError(
                 f"unexpected env_kwargs {unknown}; this simulation takes {sorted(self.defaults)}"
             )
         security = {k: env_kwargs.pop(k) for k in SECURITY_KWARGS if k in env_kwargs}
+        if "copies_per_process" in env_kwargs:  # one job per copy: members restart alone
+            security["copies_per_process"] = env_kwargs.pop("copies_per_process")
         if security:
             return dataclasses.replace(self, **security)(num_envs, seed, **env_kwargs)
         check_transport(self.env_id or "external env", self.address, self.server_key, self.insecure)
         timeout = float(env_kwargs.pop("step_timeout_s", self.step_timeout_s))
+        members = MemberPolicy.from_kwargs(env_kwargs)
         values = {**self.defaults, **env_kwargs}
         if self.prepare is not None:
             values = self.prepare(dict(values))
-        return ExternalBatchEnv(num_envs, seed, self, values, step_timeout_s=timeout)
+        return ExternalBatchEnv(
+            num_envs, seed, self, values, step_timeout_s=timeout, members=members
+        )
 
     def argv(self, values: Mapping[str, Any]) -> list[str]:
         """The command line for one process, its template filled from ``values``."""
@@ -215,7 +237,10 @@ class ExternalBatchEnv(BatchEnv):
         values: Mapping[str, Any],
         *,
         step_timeout_s: float | None = None,
+        members: MemberPolicy | None = None,
     ) -> None:
+        """``members``: whether one failed process restarts alone (module docstring of
+        :mod:`.members`); it applies where mtrl launched two or more processes."""
         import zmq
 
         if num_envs < 1:
@@ -229,6 +254,12 @@ class ExternalBatchEnv(BatchEnv):
         per = num_envs if sim.address or sim.copies_per_process is None else sim.copies_per_process
         self._sizes = [min(per, num_envs - i) for i in range(0, num_envs, per)]
         self.name = sim.env_id or str(values.get("name", "external"))
+        self._seed, self._per, self._values = seed, per, values
+        self._policy = members or MemberPolicy(restart=False)
+        self.member_restart = self._policy.restart and sim.address is None and len(self._sizes) > 1
+        starts = np.cumsum([0, *self._sizes]).tolist()
+        self.members = [MemberRecord(a, b) for a, b in itertools.pairwise(starts)]
+        self._member_faults: list[MemberFault] = []
         try:
             for k, n in enumerate(self._sizes):
                 self._links.append(self._open(k, n, seed + k * per, values))
@@ -345,6 +376,11 @@ class ExternalBatchEnv(BatchEnv):
 
     def reset(self) -> np.ndarray:
         """Reset every copy (RESET to every process); the first observations."""
+        if any(m.state != UP for m in self.members):
+            raise RuntimeError(
+                f"{self.name}: reset() while a simulation process restarts or is quarantined "
+                "(a batch env resets once, at its start; its copies reset as they end)"
+            )
         replies = self._gather(P.RESET, [[] for _ in self._links], "RESET")
         start = 0
         for link, frames, n in zip(self._links, replies, self._sizes, strict=True):
@@ -363,6 +399,8 @@ class ExternalBatchEnv(BatchEnv):
             raise RuntimeError("external env: call reset() before step()")
         a = np.ascontiguousarray(actions, dtype=self._act_dtype)
         mask = self._needs_reset.astype(np.uint8)
+        if self.member_restart:
+            return self._step_members(a, mask)
         per_link, start = [], 0
         for n in self._sizes:
             per_link.append([a[start : start + n].tobytes(), mask[start : start + n].tobytes()])
@@ -394,9 +432,168 @@ class ExternalBatchEnv(BatchEnv):
         self._needs_reset = terminated | truncated
         return StepBatch(self._obs.copy(), reward, terminated, truncated)
 
+    # -- members restarted alone (mtrl/plugins/external/members.py) ------------------------
+    def _step_members(self, a: np.ndarray, mask: np.ndarray) -> StepBatch:
+        """One STEP to every member that is up; a member that fails is cut out of this step
+        (its copies' episodes truncated, the step invalid) and restarted or quarantined; the
+        members starting again move on without waiting."""
+        n, timeout = self.num_envs, self.step_timeout_s
+        reward = np.zeros(n, np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        valid = np.ones(n, bool)
+        failed: dict[int, tuple[str, str]] = {}
+        sent: dict[int, int] = {}
+        deadline = time.monotonic() + timeout
+        for k, m in enumerate(self.members):
+            if m.state != UP:
+                valid[m.start : m.stop] = False
+                continue
+            sl = slice(m.start, m.stop)
+            try:
+                sent[k] = self._links[k].send(
+                    P.STEP,
+                    [a[sl].tobytes(), mask[sl].tobytes()],
+                    deadline=deadline,
+                    timeout_s=timeout,
+                )
+            except SimulationError as e:
+                failed[k] = (fault_kind(e), str(e))
+        began = time.monotonic()
+        for k, seq in sent.items():
+            m, sl = self.members[k], slice(self.members[k].start, self.members[k].stop)
+            try:
+                _, frames = self._links[k].recv(
+                    seq, deadline=deadline, timeout_s=timeout, what="STEP"
+                )
+            except SimulationError as e:
+                failed[k] = (fault_kind(e), str(e))
+                continue
+            count = m.stop - m.start
+            obs = np.frombuffer(frames[0].buffer, self._obs_dtype).reshape(count, *self._obs_shape)
+            r = np.frombuffer(frames[1].buffer, "<f4")
+            bad = self._non_finite(obs, r)
+            if bad:
+                failed[k] = ("nan", f"{self._links[k].label}: {bad}")
+                continue
+            self._obs[sl] = obs
+            reward[sl] = r
+            terminated[sl] = np.frombuffer(frames[2].buffer, np.uint8) != 0
+            truncated[sl] = np.frombuffer(frames[3].buffer, np.uint8) != 0
+        self._slow.observe(time.monotonic() - began)
+        resets, down = self._needs_reset, ~valid  # down: members not up at this step
+        self._elapsed = np.where(resets | down, 0, self._elapsed + 1)
+        if self.max_episode_steps is not None:
+            truncated |= self._elapsed >= self.max_episode_steps
+        truncated &= ~terminated
+        quiet = resets | down  # a reset step, or no step at all: reward 0, no flags
+        reward[quiet] = 0.0
+        terminated[quiet] = False
+        truncated[quiet] = False
+        now = time.monotonic()
+        for k, m in enumerate(self.members):  # restarting ones: a step each, never waiting
+            if m.state in (HELLO, RESET) and k not in failed and self._advance(k, now):
+                self._needs_reset[m.start : m.stop] = False
+                self._elapsed[m.start : m.stop] = 0
+        for k, (kind, text) in failed.items():
+            sl = slice(self.members[k].start, self.members[k].stop)
+            reward[sl], terminated[sl], valid[sl] = 0.0, False, False
+            truncated[sl] = ~resets[sl]  # the running episode is cut (none at a reset step)
+            self._member_failed(k, kind, text, now)
+        self._needs_reset = (terminated | truncated) & valid
+        if all(m.state == QUARANTINED for m in self.members):
+            raise SimulationError(
+                f"{self.name}: every simulation process of the batch env is quarantined "
+                f"(member faults: {self._member_faults[-1].text if self._member_faults else ''})"
+            )
+        return StepBatch(self._obs.copy(), reward, terminated, truncated, valid=valid)
+
+    def _non_finite(self, obs: np.ndarray, reward: np.ndarray) -> str:
+        """What is not finite in a member's step (empty when all is)."""
+        if not np.isfinite(reward).all():
+            return (
+                f"non-finite reward in copies {np.flatnonzero(~np.isfinite(reward))[:8].tolist()}"
+            )
+        if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+            rows = ~np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+            return f"non-finite observation in copies {np.flatnonzero(rows)[:8].tolist()}"
+        return ""
+
+    def _member_failed(self, k: int, kind: str, text: str, now: float) -> None:
+        """Count member ``k``'s failure, end its processes, and launch it again unless it is
+        due for quarantine (a launch that fails counts as a failure too)."""
+        m = self.members[k]
+        while True:
+            link = self._links[k]
+            if link is not None:
+                link.broken = True
+                with contextlib.suppress(Exception):
+                    link.close(grace_s=0.5)
+                self._links[k] = None
+            quarantined = m.failed(now, self._policy)
+            self._member_faults.append(MemberFault(k, m.start, m.stop, kind, text, quarantined))
+            if quarantined:
+                m.state = QUARANTINED
+                return
+            m.restarts += 1
+            m.seed = self._seed + m.start + self.num_envs * m.restarts
+            try:
+                self._links[k] = self._open(k, m.stop - m.start, m.seed, self._values)
+            except SimulationError as e:
+                kind, text = fault_kind(e), str(e)
+                continue
+            m.state, m.since, m.seq = HELLO, now, 0
+            return
+
+    def _advance(self, k: int, now: float) -> bool:
+        """Move restarting member ``k`` on without waiting: HELLO once it connected, RESET once
+        that was answered; True when its first observations are in (it is up again). A
+        failure, or no answer within the start timeout, is a new failure of the member."""
+        m, link = self.members[k], self._links[k]
+        assert link is not None
+        try:
+            if m.state == HELLO:
+                if m.seq == 0:
+                    m.seq = link.try_send(P.HELLO, [], count=m.stop - m.start, arg=m.seed) or 0
+                reply = link.poll(m.seq) if m.seq else None
+                if reply is not None:
+                    spec = P.parse_spec(bytes(reply[1][0].buffer))
+                    if spec.raw != self.spec.raw:
+                        raise P.ProtocolError(
+                            f"{link.label}: the restarted process declared a different spec"
+                        )
+                    m.seq, m.state = link.try_send(P.RESET, []) or 0, RESET
+            if m.state == RESET:
+                if m.seq == 0:
+                    m.seq = link.try_send(P.RESET, []) or 0
+                reply = link.poll(m.seq) if m.seq else None
+                if reply is not None:
+                    count = m.stop - m.start
+                    obs = np.frombuffer(reply[1][0].buffer, self._obs_dtype)
+                    obs = obs.reshape(count, *self._obs_shape)
+                    bad = self._non_finite(obs, np.zeros(0, np.float32))
+                    if bad:
+                        self._member_failed(k, "nan", f"{link.label} (reset): {bad}", now)
+                        return False
+                    self._obs[m.start : m.stop] = obs
+                    m.state = UP
+                    return True
+            if now - m.since > self._sim.start_timeout_s:
+                raise link._timeout("HELLO and RESET after a restart", self._sim.start_timeout_s)
+        except SimulationError as e:
+            self._member_failed(k, fault_kind(e), str(e), now)
+        return False
+
+    def pop_member_faults(self) -> list[MemberFault]:
+        """Member failures since the last call (each restarted alone, or quarantined)."""
+        out, self._member_faults = self._member_faults, []
+        return out
+
     def close(self) -> None:
         """CLOSE every simulation and end its processes; safe to call twice."""
         for link in self._links:
+            if link is None:
+                continue
             with contextlib.suppress(Exception):
                 link.close()
         self._links = []
@@ -407,7 +604,7 @@ class ExternalBatchEnv(BatchEnv):
 
     def pids(self) -> list[int]:
         """Process ids of the launchers (each the root of one simulation's process tree)."""
-        return [link.process.pid for link in self._links if link.process is not None]
+        return [link.process.pid for link in self._links if link and link.process is not None]
 
 
 __all__ = [

@@ -240,6 +240,35 @@ class Link:
             if time.monotonic() > deadline:
                 raise self._timeout(what, timeout_s)
 
+    def try_send(self, op: int, frames: list, *, count: int = 0, arg: int = 0) -> int | None:
+        """Send a request if the peer is connected, else None, without waiting (raises as
+        :meth:`send` does when the simulation crashed or left)."""
+        if not self._out_poller.poll(0):
+            self._check_process()
+            self._check_monitor()
+            return None
+        self.seq = (self.seq + 1) & 0xFFFFFFFF
+        self._asked = (op, count)
+        self.watch.had_peer = True
+        head = P.Header(op, self.seq, count, arg).pack()
+        self.sock.send_multipart([head, *frames], copy=False)
+        return self.seq
+
+    def poll(self, seq: int) -> tuple | None:
+        """The reply to request ``seq`` if it has arrived, else None, without waiting (raises
+        as :meth:`recv` does, but never for a deadline: the caller keeps its own)."""
+        while True:
+            events = dict(self.poller.poll(0))
+            if self.sock in events:
+                reply = self._receive(seq)
+                if reply is not None:
+                    return reply
+                continue
+            if self.monitor in events:
+                self._check_monitor()
+            self._check_process()
+            return None
+
     def _receive(self, seq: int) -> tuple | None:
         """Take one message: the checked reply to ``seq``, or None for a stale one."""
         frames = self.sock.recv_multipart(copy=False)

@@ -149,3 +149,25 @@ def test_a_rank_killed_mid_episode_is_a_counted_fault_restarted_without_orphans(
     while _heat_processes() - before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _heat_processes() - before, "no rank outlives the run"
+
+
+def test_a_rank_killed_in_one_job_of_several_restarts_that_job_alone() -> None:
+    """One MPI job per copy (``copies_per_process: 1``): the fault drill kills rank 1 of one
+    job; that job alone restarts (a member fault), the actor is never restarted."""
+    from mtrl.testing import fault_drill
+
+    before, killed = _heat_processes(), []
+
+    def kill_one_rank_1() -> None:
+        ranks = {p: _rank(p) for p in _heat_processes() - before}
+        victim = sorted(p for p, r in ranks.items() if r == 1)
+        assert len(victim) == 3, f"rank 1 of each of the three jobs runs: {ranks}"
+        os.kill(victim[0], 9)
+        killed.append(victim[0])
+
+    kwargs = {"ranks": 2, "horizon": 20, "copies_per_process": 1}
+    drill = fault_drill(ENV, 3, kill_one_rank_1, env_kwargs=kwargs, unrolls_after=4)
+    assert killed and drill.faults.faults == 0 and drill.faults.restarts == 0, drill.faults
+    (fault,) = drill.member_faults
+    assert fault[3] == "exit" and not fault[5], fault
+    assert drill.unrolls_after is not None and drill.unrolls_after >= 4, "the actor delivers"
