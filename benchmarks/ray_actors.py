@@ -6,7 +6,7 @@ Ray actor acting with its own policy copy (``ray``), and every actor local with 
 inference (``ray_local``, ``actors.ray.local_actors`` = the actors) — runs alternating
 (process, ray, ray_local, process, ...), env steps/s after warm-up: MinAtar breakout (2 actors
 of 16 envs) and a 1 ms/step simulation (``chaos/wrap`` with ``step_delay_s: 0.001`` around
-CartPole, 4 actors of 16 envs). Targets (issue 13): ray >= 0.8 (MinAtar) and >= 0.9 (1 ms) of
+CartPole, 4 actors of 16 envs). Targets: ray >= 0.8 (MinAtar) and >= 0.9 (1 ms) of
 process mode.
 
 ``scaling``: an env whose step waits 20 ms (as a simulation running on other cores would),
