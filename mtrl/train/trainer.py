@@ -318,6 +318,12 @@ class Trainer:
         p.count_episodes(info.episode_returns, info.episode_lengths, info.episode_successes)
         for line in p.count_member_faults(ru.actor_id, info.member_faults, self.names[ru.task]):
             print(line)
+        name = self.names[ru.task]
+        events, present = info.member_events, info.members_present
+        for line in p.count_member_events(ru.actor_id, events, present, name):
+            print(line)
+        if p.members is not None:
+            self.rebalancer.observe_members(ru.task, p.members)
         self.tracker.add_episodes(  # episodes.csv: every episode, for the report's curves
             self.names[ru.task],
             p.env_steps,

@@ -13,7 +13,8 @@ can check none outlives the run. ``--say TEXT`` prints TEXT on stdout and stderr
 launches), ``--obs-shape 3,4`` declares another observation shape in the handshake,
 ``--only N:K`` misbehaves only in a process whose base seed is ``K`` modulo ``N`` (one member
 of a batch env of ``N`` single-copy processes, launch after launch). ``--announce DIR`` binds
-``address`` and announces it in DIR, to join a running batch env whose ``members_dir`` it is.
+``address`` and announces it in DIR, to join a running batch env whose ``members_dir`` it is;
+``--delay S`` sleeps S seconds in every STEP (a code of known slowness).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Drift:
         self.fault, self.at, self.steps, self.slow = fault, at, 0, slow
         self.obs_shape = obs_shape or [2]
         self.only = only
+        self.delay = 0.0
 
     def hello(self, num_envs: int, seed: int) -> bytes:
         self.n, self.seed = num_envs, seed
@@ -70,6 +72,8 @@ class Drift:
 
     def step(self, actions: np.ndarray, reset_mask: np.ndarray):
         self.steps += 1
+        if self.delay:
+            time.sleep(self.delay)
         if self.steps == self.at:
             self.misbehave()
         live = ~reset_mask
@@ -111,6 +115,7 @@ def main() -> int:
     ap.add_argument("--obs-shape", default="2")
     ap.add_argument("--only", default="")
     ap.add_argument("--announce", default=None)
+    ap.add_argument("--delay", type=float, default=0.0)
     args = ap.parse_args()
     if args.mark:
         with open(args.mark, "a") as f:
@@ -129,6 +134,7 @@ def main() -> int:
         shape = [int(v) for v in args.obs_shape.split(",")]
         only = tuple(int(v) for v in args.only.split(":")) if args.only else None
         sim = Drift(args.fault, args.at, args.slow, shape, only)
+        sim.delay = args.delay
         if args.announce:
             why = client.serve(
                 sim, args.address, bind=True, exit_on_disconnect=False, announce=args.announce

@@ -781,6 +781,11 @@ class ExternalBatchEnv(BatchEnv):
             )
 
     @property
+    def roster(self) -> Roster | None:
+        """The bounds of members that join and leave (None: a fixed set of processes)."""
+        return self._roster
+
+    @property
     def members_present(self) -> int:
         """Members stepping now (all of them, unless members restart, join or leave)."""
         return sum(m.state == UP for m in self.members)

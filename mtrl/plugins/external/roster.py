@@ -47,7 +47,9 @@ class Roster:
 
     @staticmethod
     def problem(kwargs: dict[str, Any], num_envs: int | None) -> str | None:
-        """Why these env_kwargs' member bounds are refused (one line), or None."""
+        """Why these env_kwargs' member bounds are refused (one line), or None. A batch of
+        ``num_envs`` copies must split evenly into ``max_members`` slots; a smaller one (an
+        evaluation's, or one built to learn the spaces) takes ``num_envs`` slots of one copy."""
         if not any(k in kwargs for k in ROSTER_KWARGS):
             return None
         folder = kwargs.get("members_dir")
@@ -63,7 +65,7 @@ class Roster:
             return f"min_members ({low}) must not exceed max_members ({high})"
         if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not grace > 0:
             return f"member_grace_s must be a number > 0, got {grace!r}"
-        if num_envs is not None and (high > num_envs or num_envs % high):
+        if num_envs is not None and num_envs >= high and num_envs % high:
             return (
                 f"max_members ({high}) must divide num_envs ({num_envs}): each member serves "
                 "num_envs / max_members copies"
@@ -80,10 +82,11 @@ class Roster:
             raise ValueError(problem)
         if "members_dir" not in got:
             return None
-        return cls(
+        high = min(got.get("max_members", num_envs), num_envs)  # an env of fewer copies
+        return cls(  # (an evaluation's, one probing the spaces) takes fewer codes
             members_dir=got["members_dir"],
-            min_members=got.get("min_members", 1),
-            max_members=got.get("max_members", num_envs),
+            min_members=min(got.get("min_members", 1), high),
+            max_members=high,
             grace_s=float(got.get("member_grace_s", 60.0)),
         )
 
