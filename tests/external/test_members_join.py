@@ -75,9 +75,10 @@ def test_members_join_late_and_leave(tmp_path, codes):
             run.step()
         assert run.valid[1:].sum() == 0, "empty slots yield no transitions"
         assert run.valid[0] == 5
-        codes.append(_code(folder, tmp_path, "b", "--fault", "goodbye", "--at", "15"))
         codes.append(_code(folder, tmp_path, "c"))
-        run.until(lambda: env.members_present == 3, "the late codes to join")
+        run.until(lambda: env.members_present == 2, "the second code to join")
+        codes.append(_code(folder, tmp_path, "b", "--fault", "goodbye", "--at", "15"))
+        run.until(lambda: env.members_present == 3, "the third code to join")
         assert [e.kind for e in run.events].count(JOIN) == 3
         joined = {e.member: e for e in run.events if e.kind == JOIN}
         b = next(k for k, e in joined.items() if "b.sock" in e.text)
@@ -86,7 +87,7 @@ def test_members_join_late_and_leave(tmp_path, codes):
         assert env.members_present == 2
         steps_b = run.valid[b]
         assert steps_b == 14, "the leaving code's 15th step is cut, not a transition"
-        os.kill(codes[2].pid, signal.SIGKILL)
+        os.kill(codes[1].pid, signal.SIGKILL)  # c
         run.until(lambda: any(e.kind == VANISHED for e in run.events), "the killed code")
         assert env.members_present == 1
         before = run.valid.copy()

@@ -176,3 +176,34 @@ def test_bad_member_bounds_are_refused_in_one_line(
     assert "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_too_few_codes_past_the_grace_stop_the_run_with_a_checkpoint(
+    site: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "members"
+    code = _code(folder, tmp_path, "a", "--fault", "goodbye", "--at", "100")
+    kwargs = f"{{members_dir: {folder}, min_members: 1, max_members: 3, member_grace_s: 3}}"
+    cfg = _config(tmp_path / "c.yaml", kwargs, steps=10_000_000)
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
+            capture_output=True,
+            text=True,
+            env=_environ(site),
+            timeout=LIMIT_S,
+        )
+    finally:
+        if code.poll() is None:
+            code.kill()
+        code.wait(timeout=30)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2, res.stderr  # why, then where the run stands
+    assert "0 simulation code(s) attached, below min_members=1" in errors[0]
+    assert "member_grace_s=3s" in errors[0]
+    assert "checkpoint written" in errors[1] and "mtrl train --resume" in errors[1]
+    assert "Traceback" not in res.stderr
+    assert "left (goodbye)" in out
+    assert list(tmp_path.glob("runs/*/checkpoints/*")), out

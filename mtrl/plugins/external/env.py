@@ -657,14 +657,13 @@ class ExternalBatchEnv(BatchEnv):
     # -- members that join and leave (mtrl/plugins/external/roster.py) ----------------------
     def _await_members(self) -> None:
         """Attach to codes as they announce themselves until ``min_members`` are up (the first
-        one's handshake sets the spec); :class:`MembersBelowMinimum` past the start timeout
-        (or ``member_grace_s``, when longer)."""
+        one's handshake sets the spec); :class:`MembersBelowMinimum` past ``member_grace_s``."""
         r = self._roster
         assert r is not None
         self._links = [None] * len(self._sizes)
         for m in self.members:
             m.state = EMPTY
-        wait = max(self._sim.start_timeout_s, r.grace_s)
+        wait = r.grace_s
         deadline = time.monotonic() + wait
         while (present := self.members_present) < r.min_members:
             now = time.monotonic()
