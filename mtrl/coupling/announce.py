@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import uuid
 from pathlib import Path
 
 SUFFIX, CLAIM = ".addr", ".claim"
+
+
+def reachable(endpoint: str) -> str:
+    """``endpoint`` as another machine reaches it: one bound on every interface (``0.0.0.0``,
+    ``[::]``) under this machine's host name."""
+    for anywhere in ("://0.0.0.0:", "://[::]:"):
+        if anywhere in endpoint:
+            return endpoint.replace(anywhere, f"://{socket.getfqdn()}:")
+    return endpoint
 
 
 def announce(directory: str | os.PathLike, address: str, name: str | None = None) -> Path:

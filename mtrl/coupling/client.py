@@ -133,7 +133,7 @@ def serve(
     if announce is not None:
         from mtrl.coupling import announce as A
 
-        announced = A.announce(announce, sock.getsockopt_string(zmq.LAST_ENDPOINT))
+        announced = A.announce(announce, A.reachable(sock.getsockopt_string(zmq.LAST_ENDPOINT)))
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     poller.register(monitor, zmq.POLLIN)

@@ -271,13 +271,14 @@ class Trainer:
 
     def _observe_faults(self, start: float) -> None:
         """The pool's faults to the scheduler. Once every task is quarantined the run ends:
-        a checkpoint of what was done, then the one-line error and how to resume
-        (:func:`~mtrl.train.env_failures.with_checkpoint`)."""
+        a checkpoint of what was done (when anything was), then the one-line error and how to
+        resume (:func:`~mtrl.train.env_failures.with_checkpoint`)."""
         try:
             observe_faults(self.pool, self.rebalancer, self.names)
         except UserError as e:
             saved, ck = None, self.cfg.checkpoint
-            if ck.enabled and self.run_dir is not None and not self.ctx.distributed:
+            done = any(p.env_steps for p in self.progress)
+            if done and ck.enabled and self.run_dir is not None and not self.ctx.distributed:
                 saved = self.save_checkpoint(time.perf_counter() - start)
             raise env_failures.with_checkpoint(e, self.run_dir, saved) from e
 
