@@ -4,9 +4,11 @@ In attach mode the simulation binds and mtrl connects, so mtrl must learn the ad
 that starts during a run. A code that joins writes one small file into a directory both sides
 know (``members_dir``; on a cluster, a shared file system): ``<name>.addr``, holding the address
 it bound. mtrl scans the directory, *claims* a file by creating ``<name>.claim`` exclusively
-(so that two actors never attach to one code), and connects. A code that leaves cleanly removes
-its ``.addr`` file before it closes its socket: mtrl, seeing the connection drop with the file
-gone, counts a goodbye; with the file still there, the code vanished (killed, preempted, lost).
+(so that two actors never attach to one code; a claim whose process on this machine is gone,
+an actor killed before it released it, is taken back), and connects. A code that leaves
+cleanly removes its ``.addr`` file before it closes its socket: mtrl, seeing the connection
+drop with the file gone, counts a goodbye; with the file still there, the code vanished
+(killed, preempted, lost).
 
 Standard library only: the Python client (:mod:`mtrl.coupling.client`) imports it too.
 """
@@ -49,15 +51,43 @@ def withdraw(path: str | os.PathLike) -> None:
         os.unlink(path)
 
 
+def _owner() -> str:
+    """Who claims: this machine and process."""
+    return f"{socket.gethostname()} {os.getpid()}"
+
+
+def _stale(mark: Path) -> bool:
+    """Whether claim ``mark`` was left by a process of this machine that is gone (an actor
+    killed before it could release its claims); removes it then."""
+    try:
+        text = mark.read_text()
+        host, pid = text.split()
+        if host != socket.gethostname():
+            return False  # another machine's: its process cannot be checked from here
+        os.kill(int(pid), 0)
+        return False
+    except ProcessLookupError:
+        if mark.read_text() == text:  # not claimed anew meanwhile
+            withdraw(mark)
+        return True
+    except (OSError, ValueError):  # unreadable, half-written, or alive (PermissionError)
+        return False
+
+
 def unclaimed(directory: str | os.PathLike) -> list[Path]:
-    """The announcements in ``directory`` nobody claimed yet, oldest first."""
+    """The announcements in ``directory`` nobody claimed yet (or whose claimer on this
+    machine is gone), oldest first."""
     folder = Path(directory)
     try:
         entries = [e for e in os.scandir(folder) if e.name.endswith(SUFFIX) and e.is_file()]
     except FileNotFoundError:
         return []
     names = {e.name for e in os.scandir(folder)}
-    free = [e for e in entries if e.name.removesuffix(SUFFIX) + CLAIM not in names]
+    free = [
+        e
+        for e in entries
+        if (mark := e.name.removesuffix(SUFFIX) + CLAIM) not in names or _stale(folder / mark)
+    ]
     return [Path(e.path) for e in sorted(free, key=lambda e: (e.stat().st_mtime, e.name))]
 
 
@@ -70,7 +100,7 @@ def claim(path: Path) -> str | None:
     except FileExistsError:
         return None
     with os.fdopen(fd, "w") as f:
-        f.write(f"{os.getpid()}\n")
+        f.write(_owner())
     try:
         address = path.read_text().strip()
     except FileNotFoundError:

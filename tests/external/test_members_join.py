@@ -27,7 +27,9 @@ def _code(folder: Path, tmp: Path, name: str, *extra: str) -> subprocess.Popen:
     """A drift simulation bound to its own ipc address, announced in ``folder``."""
     cmd = [sys.executable, str(HERE / "drift_sim.py"), f"ipc://{tmp}/{name}.sock"]
     cmd += ["--announce", str(folder), *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's mtrl
+    env = {**os.environ, "PYTHONPATH": root}
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 
 class Run:
@@ -129,3 +131,18 @@ def test_bad_bounds_refused(tmp_path, kwargs, match):
     assert match in (sim.members_problem(kwargs, 4) or "")
     with pytest.raises(ValueError, match=match):
         sim(4, seed=0, **kwargs)
+
+
+def test_a_claim_whose_process_is_gone_is_taken_back(tmp_path):
+    from mtrl.coupling import announce
+
+    path = announce.announce(tmp_path, "ipc:///nowhere", name="x")
+    claimer = "from pathlib import Path; from mtrl.coupling import announce; "
+    claimer += f"assert announce.claim(Path({str(path)!r}))"
+    root = str(Path(announce.__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root}
+    subprocess.run([sys.executable, "-c", claimer], check=True, env=env)  # claims, exits
+    assert (tmp_path / "x.claim").exists()
+    assert announce.unclaimed(tmp_path) == [path]
+    assert announce.claim(path) == "ipc:///nowhere"
+    assert announce.unclaimed(tmp_path) == []  # held by this live process

@@ -58,14 +58,14 @@ def _environ(site: Path) -> dict[str, str]:
     return environ
 
 
-def _config(path: Path, kwargs: str, steps: int = 1200) -> Path:
+def _config(path: Path, kwargs: str, steps: int = 1200, evaluate: int = 0) -> Path:
     path.write_text(
         f"name: joiners\ntotal_env_steps: {steps}\ntasks:\n  - env: joiners/drift\n"
         f"    num_envs: 3\n    env_kwargs: {kwargs}\n"
         "scheduler: {num_actors: 1}\n"
         "learner: {batch_size: 3, unroll_length: 16}\n"
         f"tracking: {{run_dir: {path.parent / 'runs'}, console: quiet, csv: true, "
-        "wandb: {mode: disabled}, final_eval_episodes: 0}\n"
+        f"wandb: {{mode: disabled}}, final_eval_episodes: {evaluate}}}\n"
     )
     return path
 
