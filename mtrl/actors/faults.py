@@ -149,6 +149,12 @@ def describe_exit(code: int | None) -> str:
     return f"the actor process exited, killed by {name}" + (f" ({why})" if why else "")
 
 
+#: The name a fault's text carries when an external env had fewer attached codes than its
+#: ``min_members`` for longer than its grace (:class:`mtrl.plugins.external.roster.
+#: MembersBelowMinimum`): its task is quarantined at once, not restarted (docs/FAULTS.md).
+BELOW_MINIMUM = "MembersBelowMinimum"
+
+
 class FaultBook:
     """A pool's fault bookkeeping, the same for process, thread and Ray actors: per-task
     :class:`TaskFaults`, the restart queue with back-off, quarantine, and the events the
@@ -174,6 +180,9 @@ class FaultBook:
         self.events.append(ActorEvent(actor_id, task, kind, text, now - since + delay))
         if f.quarantined:
             return False
+        if BELOW_MINIMUM in text:  # too few attached codes for too long: no restart helps
+            self._quarantine(task, *f.recent(now))
+            return True
         if fp.quarantine_due(f, now):
             self._quarantine(task, *f.recent(now))
             return True

@@ -37,6 +37,12 @@ class UnrollInfo:
     member_faults: list[tuple] = field(default_factory=list)
     """Failures of single simulation processes of the actor's batch env, each restarted alone
     or quarantined (:meth:`mtrl.actors.runner.EnvStepper.drain_member_faults`)."""
+    member_events: list[tuple] = field(default_factory=list)
+    """Attached codes that joined or left the actor's batch env during the unroll
+    (:meth:`mtrl.actors.runner.EnvStepper.drain_member_events`)."""
+    members_present: int | None = None
+    """Members of the actor's batch env present at the unroll's end; None where members do
+    not join and leave."""
 
 
 def act(slot: int, t: int) -> bytes:

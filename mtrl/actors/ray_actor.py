@@ -148,6 +148,8 @@ class RemoteActor:
             env_seconds=self.stepper.env_seconds - env_s0,
             wall_seconds=time.perf_counter() - t0,
             member_faults=self.stepper.drain_member_faults(),
+            member_events=self.stepper.drain_member_events(),
+            members_present=self.stepper.members_present(),
         )
         self.turn = 1 - self.turn
         return buffer_arrays(buf), info

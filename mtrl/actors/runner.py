@@ -158,6 +158,21 @@ class EnvStepper:
             return []
         return [(f.member, f.start, f.stop, f.kind, f.text, f.quarantined) for f in pop()]
 
+    def drain_member_events(self) -> list[tuple]:
+        """Attached codes that joined or left the env since the last call (an external env
+        with ``members_dir``: :mod:`mtrl.plugins.external.roster`), as ``(kind, member, first
+        copy, end copy, text)``; empty for other envs."""
+        pop = getattr(self.env, "pop_member_events", None)
+        if pop is None:
+            return []
+        return [(e.kind, e.member, e.start, e.stop, e.text) for e in pop()]
+
+    def members_present(self) -> int | None:
+        """Members of the env present now where they join and leave, else None."""
+        if getattr(self.env, "roster", None) is None:
+            return None
+        return int(self.env.members_present)
+
     def _success_rows(self, buf: UnrollBuffer) -> np.ndarray:
         """The ``[T, N]`` success flags of the unroll being filled (kept beside the buffer:
         only the episode accounting reads them)."""

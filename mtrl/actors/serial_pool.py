@@ -107,6 +107,8 @@ class SerialPool:
                 env_seconds=s.env_seconds - env_s0,
                 wall_seconds=time.perf_counter() - t0,
                 member_faults=s.drain_member_faults(),
+                member_events=s.drain_member_events(),
+                members_present=s.members_present(),
             )
             self._owner[id(buf)] = a
             out.append(ReadyUnroll(a.task, a.task, buf, info))

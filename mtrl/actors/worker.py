@@ -244,6 +244,8 @@ def _run(
             env_seconds=stepper.env_seconds - env_s0,
             wall_seconds=clock() - t0,
             member_faults=stepper.drain_member_faults(),
+            member_events=stepper.drain_member_events(),
+            members_present=stepper.members_present(),
         )
         if beat is not None:
             beat[0] = np.nan  # not stepping: a wait for a free slot is not a hung step

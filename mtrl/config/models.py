@@ -43,7 +43,9 @@ class TaskConfig(ConfigModel):
     name: str | None = Field(default=None, min_length=1)
     """Unique task name for metrics and logs; defaults to the env id."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments passed to the env's factory (backend-specific)."""
+    """Keyword arguments passed to the env's factory (backend-specific). An external env of
+    attached codes that join and leave during the run takes ``members_dir``, ``min_members``,
+    ``max_members`` and ``member_grace_s`` here (docs/COUPLING.md, section 12)."""
     num_envs: PositiveInt = 16
     """Env copies each actor of this task steps as one batch."""
     weight: PositiveFloat = 1.0

@@ -49,7 +49,13 @@ class Simulation(Protocol):
 
 
 #: Why :func:`serve` returned.
-CLOSED, PEER_GONE, IDLE = "closed", "peer-gone", "idle"
+CLOSED, PEER_GONE, IDLE, GOODBYE = "closed", "peer-gone", "idle", "goodbye"
+
+
+class Goodbye(Exception):
+    """Raised by a simulation's method to leave the run cleanly (an attached code that
+    announced itself): :func:`serve` withdraws its announcement, closes its socket without
+    answering, and returns :data:`GOODBYE`; mtrl cuts its copies' episodes and frees its slot."""
 
 
 def heartbeat_options(heartbeat_s: float) -> dict[int, int]:
@@ -94,6 +100,7 @@ def serve(
     heartbeat_s: float = 1.0,
     idle_timeout_s: float | None = None,
     exit_on_disconnect: bool = True,
+    announce: str | None = None,
 ) -> str:
     """Answer mtrl's requests on ``address`` until CLOSE (returns ``"closed"``), the peer is
     gone (``"peer-gone"``) or nothing arrived for ``idle_timeout_s`` (``"idle"``).
@@ -101,6 +108,11 @@ def serve(
     ``bind=False`` (launched by mtrl: connect to the address in the command line); ``bind=True``
     for a long-running simulation that mtrl attaches to, usually with
     ``exit_on_disconnect=False`` so it waits for the next trainer.
+
+    ``announce`` (with ``bind=True``): a directory (the env's ``members_dir``) in which to
+    announce the bound address, so that a running training attaches to this code as a new
+    member of its batch (:mod:`mtrl.coupling.announce`). A method that raises :class:`Goodbye`
+    leaves the run cleanly (returns ``"goodbye"``).
     """
     import zmq
 
@@ -117,6 +129,11 @@ def serve(
     watch = PeerWatch(sock, bound=bind)
     monitor = watch.monitor
     (sock.bind if bind else sock.connect)(address)
+    announced = None
+    if announce is not None:
+        from mtrl.coupling import announce as A
+
+        announced = A.announce(announce, A.reachable(sock.getsockopt_string(zmq.LAST_ENDPOINT)))
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     poller.register(monitor, zmq.POLLIN)
@@ -144,6 +161,10 @@ def serve(
                 continue
             try:
                 reply, session = _answer(sim, head, frames[1:], session)
+            except Goodbye:
+                if announced is not None:
+                    A.withdraw(announced)  # first: mtrl reads its absence as a goodbye
+                return GOODBYE
             except Exception as e:
                 text = "".join(traceback.format_exception_only(type(e), e)).strip()
                 sock.send_multipart([P.Header(P.ERROR, head.seq).pack(), text.encode()])
@@ -152,6 +173,8 @@ def serve(
             if head.op == P.CLOSE:
                 return CLOSED
     finally:
+        if announced is not None:
+            A.withdraw(announced)
         close = getattr(sim, "close", None)
         if callable(close):
             close()

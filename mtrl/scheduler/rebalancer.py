@@ -87,6 +87,10 @@ class Rebalancer:
         if step_s > 0:
             s.observe_step_times([step_s])
 
+    def observe_members(self, task: int, members: int) -> None:
+        """Members present in the task's batch envs (attached codes that join and leave)."""
+        self.stats[task].members = members
+
     def observe_delivered(self, task: int, env_steps: int) -> None:
         self.stats[task].observe_delivered(env_steps)
 

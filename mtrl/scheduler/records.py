@@ -52,6 +52,9 @@ class TaskRecord:
     """Too many failures: the task gets no actors and the run goes on without it."""
     warm: bool = False
     """Past warm-up with enough samples for ``steps_per_s`` to be trusted."""
+    members: int | None = None
+    """Simulation codes present in the task's batch envs, summed over its actors, where
+    attached codes join and leave (an external env's ``members_dir``); None elsewhere."""
 
     def __post_init__(self) -> None:
         if not self.name:

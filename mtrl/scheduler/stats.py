@@ -139,6 +139,8 @@ class TaskStats:
         self.failures = 0
         """Actor failures on this task."""
         self.quarantined = False
+        self.members: int | None = None
+        """Members present in the task's batch envs (where attached codes join and leave)."""
         """Set by :meth:`quarantine` or after more than ``max_failures`` failures."""
 
     def _seen(self, now: float | None) -> float:
@@ -262,6 +264,7 @@ class TaskStats:
             failures=self.failures,
             quarantined=self.quarantined,
             warm=warm,
+            members=self.members,
         )
 
 

@@ -75,6 +75,16 @@ def start_failure(error: BaseException, leaving: Path | None) -> UserError | Non
     return found.relocated(leaving / "sim-logs", keep_start_logs(leaving))
 
 
+def with_checkpoint(error: UserError, run_dir: Path | None, checkpoint: Path | None) -> UserError:
+    """``error`` (every task quarantined) with where the run stands and how to continue it."""
+    lines = list(error.problems or [str(error)])
+    if checkpoint is not None and run_dir is not None:
+        lines.append(
+            f"checkpoint written ({checkpoint.name}); continue with: mtrl train --resume {run_dir}"
+        )
+    return UserError("\n".join(lines), problems=lines)
+
+
 def serial_crash_error(
     task: str, cause: BaseException, run_dir: Path | None, checkpoint: Path | None
 ) -> UserError:

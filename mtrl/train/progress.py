@@ -113,12 +113,46 @@ class TaskProgress:
                 )
         return lines
 
+    member_events: dict[str, int] = field(default_factory=dict)  # joins, leaves, vanished
+    members_present: dict[int, int] = field(default_factory=dict)
+    """Members present in each actor's batch env (where members join and leave)."""
+
+    def count_member_events(
+        self, actor: int, events: Sequence[tuple], present: int | None, task: str
+    ) -> list[str]:
+        """Count the joins and leaves of one of ``actor``'s unrolls (``UnrollInfo``'s
+        ``member_events``) and its members present; the lines that report them."""
+        if present is not None:
+            self.members_present[actor] = present
+        lines = []
+        for kind, member, start, stop, text in events:
+            self.member_events[kind] = self.member_events.get(kind, 0) + 1
+            copies = f"copy {start}" if stop - start == 1 else f"copies {start}-{stop - 1}"
+            how = {"join": "joined", "leave": "left (goodbye)", "vanished": "vanished"}[kind]
+            lines.append(
+                f"member {member} ({copies}) of actor {actor} of task {task!r} {how}: {text}"
+            )
+        return lines
+
+    @property
+    def members(self) -> int | None:
+        """Members present in the task's batch envs, summed over its actors (None where
+        members do not join and leave)."""
+        return sum(self.members_present.values()) if self.members_present else None
+
     def member_metrics(self) -> dict[str, float]:
         """``member_faults``, ``member_faults/<kind>``, ``members_quarantined`` and
-        ``member/<actor>.<member>/faults`` (only once a member failed)."""
+        ``member/<actor>.<member>/faults`` (only once a member failed); ``members``,
+        ``member_joins``, ``member_leaves`` and ``member_vanished`` where members join and
+        leave."""
+        out: dict[str, float] = {}
+        if self.members is not None:
+            out["members"] = self.members
+            for kind, key in (("join", "joins"), ("leave", "leaves"), ("vanished", "vanished")):
+                out[f"member_{key}"] = self.member_events.get(kind, 0)
         if not self.member_faults:
-            return {}
-        out: dict[str, float] = {"member_faults": sum(self.member_faults.values())}
+            return out
+        out["member_faults"] = sum(self.member_faults.values())
         out.update({f"member_faults/{k}": n for k, n in self.member_faults.items()})
         out["members_quarantined"] = self.members_quarantined
         out.update({f"member/{a}.{m}/faults": n for (a, m), n in self.member_fault_counts.items()})

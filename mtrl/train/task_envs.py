@@ -88,7 +88,9 @@ def num_envs_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[t
 def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tuple[int, str]]:
     """``(task index, problem)`` for each task whose env runs a program that is missing or not
     executable (an external simulation's command, its template filled from the task's
-    env_kwargs). Bad env_kwargs are left to building the env, which names them."""
+    env_kwargs), or whose bounds of members that join and leave are refused
+    (:mod:`mtrl.plugins.external.roster`). Other bad env_kwargs are left to building the env,
+    which names them."""
     found = []
     for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):
         check = getattr(spec.make, "command_problem", None)
@@ -98,6 +100,9 @@ def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tu
             problem = check(task.env_kwargs)
         except Exception:  # bad kwargs: reported, with the env id, when the env is built
             continue
+        members = getattr(spec.make, "members_problem", None)
+        if not problem and callable(members):  # attached codes that join and leave
+            problem = members(task.env_kwargs, task.num_envs)
         if problem:
             found.append((i, f"{task.env}: {problem}"))
     return found

@@ -28,6 +28,7 @@ from mtrl.actors.server import ReadyUnroll
 from mtrl.algorithms import make_learner
 from mtrl.anakin import AnakinRunner
 from mtrl.config import ExperimentConfig
+from mtrl.errors import UserError
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
@@ -209,7 +210,7 @@ class Trainer:
                 on_device.append(runner.collect(self.model, self.learner.version))
                 self.progress[runner.task].env_steps += runner.unroll_length * runner.env.num_envs
                 device_columns += runner.env.num_envs
-            observe_faults(self.pool, self.rebalancer, self.names)
+            self._observe_faults(start)
             need = cfg.learner.batch_size - device_columns
             take = self.liveness.take(self.pool, need)
             if take is not None:
@@ -268,6 +269,19 @@ class Trainer:
                 saved = self.save_checkpoint(time.perf_counter() - start)
             raise env_failures.serial_crash_error(e.name, e.cause, self.run_dir, saved) from e
 
+    def _observe_faults(self, start: float) -> None:
+        """The pool's faults to the scheduler. Once every task is quarantined the run ends:
+        a checkpoint of what was done (when anything was), then the one-line error and how to
+        resume (:func:`~mtrl.train.env_failures.with_checkpoint`)."""
+        try:
+            observe_faults(self.pool, self.rebalancer, self.names)
+        except UserError as e:
+            saved, ck = None, self.cfg.checkpoint
+            done = any(p.env_steps for p in self.progress)
+            if done and ck.enabled and self.run_dir is not None and not self.ctx.distributed:
+                saved = self.save_checkpoint(time.perf_counter() - start)
+            raise env_failures.with_checkpoint(e, self.run_dir, saved) from e
+
     def run_final_eval(self, record: dict[str, float]) -> FinalEval:
         """The greedy evaluation at the end of :meth:`run` (``tracking.final_eval_episodes``),
         its figures added to ``record``; subclasses skip it where a run goes on."""
@@ -318,6 +332,12 @@ class Trainer:
         p.count_episodes(info.episode_returns, info.episode_lengths, info.episode_successes)
         for line in p.count_member_faults(ru.actor_id, info.member_faults, self.names[ru.task]):
             print(line)
+        name = self.names[ru.task]
+        events, present = info.member_events, info.members_present
+        for line in p.count_member_events(ru.actor_id, events, present, name):
+            print(line)
+        if p.members is not None:
+            self.rebalancer.observe_members(ru.task, p.members)
         self.tracker.add_episodes(  # episodes.csv: every episode, for the report's curves
             self.names[ru.task],
             p.env_steps,

@@ -5,13 +5,16 @@ observation ``(x, t / 20)``; the episode limit (20 steps) is left to mtrl. Copy 
 ``((seed + i) % 7 - 3) / 3`` (the C twin ``drift_sim.c`` does the same, so their trajectories
 must agree exactly). ``--fault KIND --at N`` misbehaves at the N-th STEP: ``crash`` (exit 3),
 ``hang`` (sleep), ``nan`` (NaN reward), ``error`` (raise: an ERROR reply), ``close`` (close the
-socket and linger without answering), ``slow`` (sleep ``--slow S`` seconds, once);
+socket and linger without answering), ``goodbye`` (leave the run cleanly: ``client.Goodbye``),
+``slow`` (sleep ``--slow S`` seconds, once);
 ``--children K`` forks K idle child processes first (the ranks of a pretend MPI job) so tests
 can check none outlives the run. ``--say TEXT`` prints TEXT on stdout and stderr at start,
 ``--spam N`` prints N numbered lines, ``--mark FILE`` appends a line to FILE (to count
 launches), ``--obs-shape 3,4`` declares another observation shape in the handshake,
 ``--only N:K`` misbehaves only in a process whose base seed is ``K`` modulo ``N`` (one member
-of a batch env of ``N`` single-copy processes, launch after launch).
+of a batch env of ``N`` single-copy processes, launch after launch). ``--announce DIR`` binds
+``address`` and announces it in DIR, to join a running batch env whose ``members_dir`` it is;
+``--delay S`` sleeps S seconds in every STEP (a code of known slowness).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Drift:
         self.fault, self.at, self.steps, self.slow = fault, at, 0, slow
         self.obs_shape = obs_shape or [2]
         self.only = only
+        self.delay = 0.0
 
     def hello(self, num_envs: int, seed: int) -> bytes:
         self.n, self.seed = num_envs, seed
@@ -68,6 +72,8 @@ class Drift:
 
     def step(self, actions: np.ndarray, reset_mask: np.ndarray):
         self.steps += 1
+        if self.delay:
+            time.sleep(self.delay)
         if self.steps == self.at:
             self.misbehave()
         live = ~reset_mask
@@ -89,6 +95,8 @@ class Drift:
             raise RuntimeError("the solver diverged (injected)")
         if self.fault == "close":
             raise SystemExit(0)
+        if self.fault == "goodbye":
+            raise client.Goodbye
         if self.fault == "slow":
             time.sleep(self.slow)
 
@@ -106,6 +114,8 @@ def main() -> int:
     ap.add_argument("--mark", default="")
     ap.add_argument("--obs-shape", default="2")
     ap.add_argument("--only", default="")
+    ap.add_argument("--announce", default=None)
+    ap.add_argument("--delay", type=float, default=0.0)
     args = ap.parse_args()
     if args.mark:
         with open(args.mark, "a") as f:
@@ -123,9 +133,14 @@ def main() -> int:
     try:
         shape = [int(v) for v in args.obs_shape.split(",")]
         only = tuple(int(v) for v in args.only.split(":")) if args.only else None
-        why = client.serve(
-            Drift(args.fault, args.at, args.slow, shape, only), args.address, bind=args.bind
-        )
+        sim = Drift(args.fault, args.at, args.slow, shape, only)
+        sim.delay = args.delay
+        if args.announce:
+            why = client.serve(
+                sim, args.address, bind=True, exit_on_disconnect=False, announce=args.announce
+            )
+        else:
+            why = client.serve(sim, args.address, bind=args.bind)
     except SystemExit:
         time.sleep(3600)  # 'close': socket closed by serve's finally; linger, answering nothing
         return 0

@@ -53,7 +53,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from mtrl.coupling import curve
+from mtrl.coupling import announce, curve
 from mtrl.coupling import protocol as P
 from mtrl.plugins.batch_env import BatchEnv, StepBatch
 from mtrl.plugins.external import sim_logs
@@ -68,6 +68,16 @@ from mtrl.plugins.external.members import (
     MemberPolicy,
     MemberRecord,
     fault_kind,
+)
+from mtrl.plugins.external.roster import (
+    EMPTY,
+    JOIN,
+    LEAVE,
+    ROSTER_KWARGS,
+    VANISHED,
+    MemberEvent,
+    MembersBelowMinimum,
+    Roster,
 )
 from mtrl.plugins.external.slow_steps import SlowSteps
 from mtrl.plugins.external.spaces_check import (
@@ -97,7 +107,10 @@ class ExternalSim:
     it), ``num_envs`` and ``seed`` (of the process: copies and base seed it serves),
     ``python`` (this interpreter) and ``mpiexec`` (the one beside it, from the ``mpich``
     wheel, else on PATH). ``address`` instead of ``command``: attach to a simulation already
-    running that bound that address (it serves the whole batch).
+    running that bound that address (it serves the whole batch). ``members_dir`` instead:
+    attach to every code that announces itself in that directory, as it comes and goes, within
+    ``min_members``/``max_members`` (env_kwargs, which may set ``members_dir`` too:
+    :mod:`.roster`).
 
     ``copies_per_process``: copies each launched process serves; None for all of them (one
     process, which steps the batch itself). ``prepare(values) -> values`` runs once per build
@@ -121,6 +134,7 @@ class ExternalSim:
 
     command: str | Sequence[str] | None = None
     address: str | None = None
+    members_dir: str | None = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
     copies_per_process: int | None = None
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -138,8 +152,8 @@ class ExternalSim:
     declared: tuple[gym.Space | None, gym.Space | None] = (None, None)
 
     def __post_init__(self) -> None:
-        if (self.command is None) == (self.address is None):
-            raise ValueError("ExternalSim needs exactly one of command= or address=")
+        if sum(x is not None for x in (self.command, self.address, self.members_dir)) != 1:
+            raise ValueError("ExternalSim needs exactly one of command=, address= or members_dir=")
         if self.copies_per_process is not None and self.copies_per_process < 1:
             raise ValueError(f"copies_per_process must be >= 1, got {self.copies_per_process}")
         if self.transport not in ("ipc", "tcp"):
@@ -159,6 +173,16 @@ class ExternalSim:
         """Whether every env built has the declared spaces (a handshake that disagrees is
         refused), so that nothing needs to be launched to learn them."""
         return self.declared[0] is not None and self.declared[1] is not None
+
+    def members_problem(self, env_kwargs: Mapping[str, Any], num_envs: int) -> str | None:
+        """Why ``env_kwargs``' member bounds (:mod:`.roster`) are refused for a batch of
+        ``num_envs`` copies, or None (asked by ``mtrl validate`` and ``mtrl train``)."""
+        kwargs = dict(env_kwargs)
+        if self.members_dir is not None:
+            kwargs.setdefault("members_dir", self.members_dir)
+        if self.command is not None and any(k in kwargs for k in ROSTER_KWARGS):
+            return "members_dir and the member bounds apply to attached codes, not a command"
+        return Roster.problem(kwargs, num_envs)
 
     def command_problem(self, env_kwargs: Mapping[str, Any]) -> str | None:
         """Why the command cannot start with ``env_kwargs`` (its program not found or not
@@ -192,6 +216,7 @@ class ExternalSim:
             set(env_kwargs)
             - set(self.defaults)
             - {"step_timeout_s", "copies_per_process", *SECURITY_KWARGS, *MEMBER_KWARGS}
+            - set(ROSTER_KWARGS)
         )
         if unknown:
             raise TypeError(
@@ -202,14 +227,23 @@ class ExternalSim:
             security["copies_per_process"] = env_kwargs.pop("copies_per_process")
         if security:
             return dataclasses.replace(self, **security)(num_envs, seed, **env_kwargs)
-        check_transport(self.env_id or "external env", self.address, self.server_key, self.insecure)
+        if self.members_dir is not None:
+            env_kwargs.setdefault("members_dir", self.members_dir)
+        problem = self.members_problem(env_kwargs, num_envs)
+        if problem:
+            raise ValueError(problem)
+        roster = Roster.from_kwargs(env_kwargs, num_envs)
+        if roster is None:
+            check_transport(
+                self.env_id or "external env", self.address, self.server_key, self.insecure
+            )
         timeout = float(env_kwargs.pop("step_timeout_s", self.step_timeout_s))
         members = MemberPolicy.from_kwargs(env_kwargs)
         values = {**self.defaults, **env_kwargs}
         if self.prepare is not None:
             values = self.prepare(dict(values))
         return ExternalBatchEnv(
-            num_envs, seed, self, values, step_timeout_s=timeout, members=members
+            num_envs, seed, self, values, step_timeout_s=timeout, members=members, roster=roster
         )
 
     def argv(self, values: Mapping[str, Any]) -> list[str]:
@@ -238,9 +272,11 @@ class ExternalBatchEnv(BatchEnv):
         *,
         step_timeout_s: float | None = None,
         members: MemberPolicy | None = None,
+        roster: Roster | None = None,
     ) -> None:
         """``members``: whether one failed process restarts alone (module docstring of
-        :mod:`.members`); it applies where mtrl launched two or more processes."""
+        :mod:`.members`); it applies where mtrl launched two or more processes. ``roster``:
+        attach to codes that join and leave during the run (:mod:`.roster`)."""
         import zmq
 
         if num_envs < 1:
@@ -251,26 +287,43 @@ class ExternalBatchEnv(BatchEnv):
         self._ctx = zmq.Context()
         self._links: list[Link] = []
         self._dir = Path(tempfile.mkdtemp(prefix="mtrl-sim-"))
-        per = num_envs if sim.address or sim.copies_per_process is None else sim.copies_per_process
+        if roster is not None:
+            per = num_envs // roster.max_members
+        elif sim.address or sim.copies_per_process is None:
+            per = num_envs
+        else:
+            per = sim.copies_per_process
         self._sizes = [min(per, num_envs - i) for i in range(0, num_envs, per)]
         self.name = sim.env_id or str(values.get("name", "external"))
         self._seed, self._per, self._values = seed, per, values
         self._policy = members or MemberPolicy(restart=False)
-        self.member_restart = self._policy.restart and sim.address is None and len(self._sizes) > 1
+        self.member_restart = (
+            self._policy.restart and sim.command is not None and len(self._sizes) > 1
+        )
         starts = np.cumsum([0, *self._sizes]).tolist()
         self.members = [MemberRecord(a, b) for a, b in itertools.pairwise(starts)]
         self._member_faults: list[MemberFault] = []
-        try:
-            for k, n in enumerate(self._sizes):
-                self._links.append(self._open(k, n, seed + k * per, values))
-            self._handshake(seed, per)
-        except BaseException:
-            self.close()
-            raise
+        self._roster = roster
+        self.spec: P.SimSpec | None = None
+        self._events: list[MemberEvent] = []
+        self._claims: list[Path | None] = [None] * len(self._sizes)
+        self._joins = 0
+        self._scanned = 0.0
+        self._below_since: float | None = None
         self._needs_reset = np.zeros(num_envs, bool)
         self._elapsed = np.zeros(num_envs, np.int64)
         self._started = False
         self._slow = SlowSteps(self.name, self.step_timeout_s)
+        try:
+            if roster is not None:
+                self._await_members()
+            else:
+                for k, n in enumerate(self._sizes):
+                    self._links.append(self._open(k, n, seed + k * per, values))
+                self._handshake(seed, per)
+        except BaseException:
+            self.close()
+            raise
 
     # -- start-up ---------------------------------------------------------------------------
     def _open(self, k: int, n: int, seed: int, values: Mapping[str, Any]) -> Link:
@@ -333,6 +386,10 @@ class ExternalBatchEnv(BatchEnv):
         for other in specs[1:]:
             if other.raw != spec.raw:
                 raise P.ProtocolError("the simulation processes declared different specs")
+        self._adopt(spec)
+
+    def _adopt(self, spec: P.SimSpec) -> None:
+        """Take ``spec`` as the batch's (checked against the registration) and allocate."""
         check_size(self.name, spec)
         found = spaces_from_spec(spec)
         check_declared(self.name, found, self._sim.declared)
@@ -376,6 +433,8 @@ class ExternalBatchEnv(BatchEnv):
 
     def reset(self) -> np.ndarray:
         """Reset every copy (RESET to every process); the first observations."""
+        if self._roster is not None:
+            return self._reset_present()
         if any(m.state != UP for m in self.members):
             raise RuntimeError(
                 f"{self.name}: reset() while a simulation process restarts or is quarantined "
@@ -399,7 +458,7 @@ class ExternalBatchEnv(BatchEnv):
             raise RuntimeError("external env: call reset() before step()")
         a = np.ascontiguousarray(actions, dtype=self._act_dtype)
         mask = self._needs_reset.astype(np.uint8)
-        if self.member_restart:
+        if self.member_restart or self._roster is not None:
             return self._step_members(a, mask)
         per_link, start = [], 0
         for n in self._sizes:
@@ -445,6 +504,8 @@ class ExternalBatchEnv(BatchEnv):
         failed: dict[int, tuple[str, str]] = {}
         sent: dict[int, int] = {}
         deadline = time.monotonic() + timeout
+        if self._roster is not None:
+            self._scan_joins(time.monotonic())
         for k, m in enumerate(self.members):
             if m.state != UP:
                 valid[m.start : m.stop] = False
@@ -501,7 +562,9 @@ class ExternalBatchEnv(BatchEnv):
             truncated[sl] = ~resets[sl]  # the running episode is cut (none at a reset step)
             self._member_failed(k, kind, text, now)
         self._needs_reset = (terminated | truncated) & valid
-        if all(m.state == QUARANTINED for m in self.members):
+        if self._roster is not None:
+            self._check_minimum(time.monotonic())
+        elif all(m.state == QUARANTINED for m in self.members):
             raise SimulationError(
                 f"{self.name}: every simulation process of the batch env is quarantined "
                 f"(member faults: {self._member_faults[-1].text if self._member_faults else ''})"
@@ -522,6 +585,9 @@ class ExternalBatchEnv(BatchEnv):
     def _member_failed(self, k: int, kind: str, text: str, now: float) -> None:
         """Count member ``k``'s failure, end its processes, and launch it again unless it is
         due for quarantine (a launch that fails counts as a failure too)."""
+        if self._roster is not None:
+            self._member_left(k, kind, text)
+            return
         m = self.members[k]
         while True:
             link = self._links[k]
@@ -558,6 +624,8 @@ class ExternalBatchEnv(BatchEnv):
                 reply = link.poll(m.seq) if m.seq else None
                 if reply is not None:
                     spec = P.parse_spec(bytes(reply[1][0].buffer))
+                    if self.spec is None:  # the first code to attach sets the batch's spec
+                        self._adopt(spec)
                     if spec.raw != self.spec.raw:
                         raise P.ProtocolError(
                             f"{link.label}: the restarted process declared a different spec"
@@ -577,6 +645,8 @@ class ExternalBatchEnv(BatchEnv):
                         return False
                     self._obs[m.start : m.stop] = obs
                     m.state = UP
+                    if self._roster is not None:
+                        self._events.append(MemberEvent(JOIN, k, m.start, m.stop, link.address))
                     return True
             if now - m.since > self._sim.start_timeout_s:
                 raise link._timeout("HELLO and RESET after a restart", self._sim.start_timeout_s)
@@ -584,16 +654,163 @@ class ExternalBatchEnv(BatchEnv):
             self._member_failed(k, fault_kind(e), str(e), now)
         return False
 
+    # -- members that join and leave (mtrl/plugins/external/roster.py) ----------------------
+    def _await_members(self) -> None:
+        """Attach to codes as they announce themselves until ``min_members`` are up (the first
+        one's handshake sets the spec); :class:`MembersBelowMinimum` past ``member_grace_s``."""
+        r = self._roster
+        assert r is not None
+        self._links = [None] * len(self._sizes)
+        for m in self.members:
+            m.state = EMPTY
+        wait = r.grace_s
+        deadline = time.monotonic() + wait
+        while (present := self.members_present) < r.min_members:
+            now = time.monotonic()
+            if now > deadline:
+                raise MembersBelowMinimum(
+                    f"{self.name}: {present} of min_members={r.min_members} simulation codes "
+                    f"attached within {wait:g}s (codes announce themselves in {r.members_dir}: "
+                    "docs/COUPLING.md, section 12)"
+                )
+            self._scanned = 0.0
+            self._scan_joins(now)
+            for k, m in enumerate(self.members):
+                if m.state in (HELLO, RESET):
+                    self._advance(k, now)
+            time.sleep(0.02)
+
+    def _reset_present(self) -> np.ndarray:
+        """RESET every member present; empty or joining slots keep zeros, masked out."""
+        timeout = self.step_timeout_s
+        for k, m in enumerate(self.members):
+            if m.state != UP:
+                continue
+            link, deadline = self._links[k], time.monotonic() + timeout
+            try:
+                seq = link.send(P.RESET, [], deadline=deadline, timeout_s=timeout)
+                frames = link.recv(seq, deadline=deadline, timeout_s=timeout, what="RESET")[1]
+                self._read_obs(frames, m.start, m.stop - m.start, link.label)
+            except SimulationError as e:
+                self._member_left(k, fault_kind(e), str(e))
+        self._needs_reset[:] = False
+        self._elapsed[:] = 0
+        self._started = True
+        self._check_minimum(time.monotonic())
+        return self._obs.copy()
+
+    def _scan_joins(self, now: float) -> None:
+        """Claim codes newly announced in ``members_dir`` for free slots (at most every 0.2 s);
+        each then makes its handshake and reset without the batch waiting (:meth:`_advance`)."""
+        r = self._roster
+        assert r is not None
+        if now - self._scanned < 0.2:
+            return
+        self._scanned = now
+        free = [k for k, m in enumerate(self.members) if m.state == EMPTY]
+        if not free:
+            return
+        for path in announce.unclaimed(r.members_dir):
+            if not free:
+                return
+            address = announce.claim(path)
+            if address is None:
+                continue
+            k = free.pop(0)
+            m = self.members[k]
+            label = f"{self.name} (member {k} at {address})"
+            try:
+                check_transport(label, address, self._sim.server_key, self._sim.insecure)
+                link = Link(
+                    self._ctx,
+                    address,
+                    bind=False,
+                    label=label,
+                    server_key=self._sim.server_key,
+                    heartbeat_s=self._sim.heartbeat_s,
+                    max_message_bytes=self._sim.max_message_bytes,
+                )
+            except Exception as e:
+                announce.release(path, forget=True)
+                self._events.append(MemberEvent(VANISHED, k, m.start, m.stop, f"{label}: {e}"))
+                free.insert(0, k)
+                continue
+            self._joins += 1
+            m.seed = self._seed + m.start + self.num_envs * self._joins
+            m.state, m.since, m.seq = HELLO, now, 0
+            self._links[k], self._claims[k] = link, path
+
+    def _member_left(self, k: int, kind: str, text: str) -> None:
+        """Free slot ``k``: a goodbye (its announcement withdrawn before its connection
+        dropped) or a code that vanished (its announcement forgotten, never attached again)."""
+        m, link, path = self.members[k], self._links[k], self._claims[k]
+        goodbye = kind == "exit" and path is not None and not announce.present(path)
+        if link is not None:
+            link.broken = True
+            with contextlib.suppress(Exception):
+                link.close(grace_s=0.5)
+            self._links[k] = None
+        if path is not None:
+            announce.release(path, forget=not goodbye)
+            self._claims[k] = None
+        was_up = m.state == UP
+        m.state = EMPTY
+        if self.spec is not None:
+            self._obs[m.start : m.stop] = 0
+        if was_up or not goodbye:  # a code that left before it joined is no event
+            kind = LEAVE if goodbye else VANISHED
+            self._events.append(MemberEvent(kind, k, m.start, m.stop, text))
+
+    def _check_minimum(self, now: float) -> None:
+        """Raise :class:`MembersBelowMinimum` once fewer than ``min_members`` were present for
+        longer than ``member_grace_s``."""
+        r = self._roster
+        assert r is not None
+        present = self.members_present
+        if present >= r.min_members:
+            self._below_since = None
+            return
+        if self._below_since is None:
+            self._below_since = now
+        elif now - self._below_since > r.grace_s:
+            raise MembersBelowMinimum(
+                f"{self.name}: {present} simulation code(s) attached, below min_members="
+                f"{r.min_members} for over member_grace_s={r.grace_s:g}s (codes announce "
+                f"themselves in {r.members_dir}: docs/COUPLING.md, section 12)"
+            )
+
+    @property
+    def roster(self) -> Roster | None:
+        """The bounds of members that join and leave (None: a fixed set of processes)."""
+        return self._roster
+
+    @property
+    def members_present(self) -> int:
+        """Members stepping now (all of them, unless members restart, join or leave)."""
+        return sum(m.state == UP for m in self.members)
+
+    def pop_member_events(self) -> list[MemberEvent]:
+        """Joins and leaves since the last call (only where members join and leave)."""
+        out, self._events = self._events, []
+        return out
+
     def pop_member_faults(self) -> list[MemberFault]:
         """Member failures since the last call (each restarted alone, or quarantined)."""
         out, self._member_faults = self._member_faults, []
         return out
 
     def close(self) -> None:
-        """CLOSE every simulation and end its processes; safe to call twice."""
+        """CLOSE every simulation and end its processes; safe to call twice. Codes attached
+        through ``members_dir`` are left running, unclaimed, for the next trainer."""
+        for path in self._claims:
+            if path is not None:
+                announce.release(path)
+        self._claims = [None] * len(self._claims)
         for link in self._links:
             if link is None:
                 continue
+            if self._roster is not None:
+                link.broken = True  # detach without CLOSE: the code waits for the next one
             with contextlib.suppress(Exception):
                 link.close()
         self._links = []

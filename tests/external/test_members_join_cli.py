@@ -1,0 +1,209 @@
+"""``mtrl train`` on attached codes that join and leave during the run, and ``mtrl validate``
+/ ``mtrl train`` on member bounds that cannot hold (one line, exit 2).
+
+Real processes: the trainer, and drift simulations behind the Python client that announce
+themselves in the task's ``members_dir``: a second and a third join late, one says goodbye,
+one is killed with SIGKILL, and the run finishes. Every wait is on its condition, with a
+generous limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import mtrl
+from tests.external.conftest import HERE, install_plugin
+
+LIMIT_S = 300.0
+ROOT = Path(mtrl.__file__).resolve().parents[1]
+
+PLUGIN = """
+import gymnasium as gym
+import numpy as np
+
+from mtrl.plugins import hookimpl
+from mtrl.plugins.external import ExternalSim
+
+OBS = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+ACT = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+
+@hookimpl
+def mtrl_register_envs(register):
+    sim = ExternalSim(members_dir="/nonexistent/members", step_timeout_s=30.0)
+    register.env("drift", sim, observation_space=OBS, action_space=ACT)
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install_plugin(tmp_path_factory.mktemp("site"), "joiners", PLUGIN)
+
+
+def _environ(site: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MTRL_")}
+    environ["PYTHONPATH"] = f"{site}{os.pathsep}{ROOT}"
+    environ["MTRL_PLUGINS"] = "joiners"
+    return environ
+
+
+def _config(path: Path, kwargs: str, steps: int = 1200, evaluate: int = 0) -> Path:
+    path.write_text(
+        f"name: joiners\ntotal_env_steps: {steps}\ntasks:\n  - env: joiners/drift\n"
+        f"    num_envs: 3\n    env_kwargs: {kwargs}\n"
+        "scheduler: {num_actors: 1}\n"
+        "learner: {batch_size: 3, unroll_length: 16}\n"
+        f"tracking: {{run_dir: {path.parent / 'runs'}, console: quiet, csv: true, "
+        f"wandb: {{mode: disabled}}, final_eval_episodes: {evaluate}}}\n"
+    )
+    return path
+
+
+def _code(folder: Path, tmp: Path, name: str, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, str(HERE / "drift_sim.py"), f"ipc://{tmp}/{name}.sock"]
+    return subprocess.Popen(
+        [*cmd, "--announce", str(folder), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+class Lines:
+    """The trainer's output lines, read as they come."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.seen: list[str] = []
+        self._q: queue.Queue = queue.Queue()
+        self._threads = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in (proc.stdout, proc.stderr)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._q.put(line.rstrip("\n"))
+
+    def rest(self) -> str:
+        """Every line, once the process ended."""
+        for t in self._threads:
+            t.join(timeout=30)
+        while not self._q.empty():
+            self.seen.append(self._q.get())
+        return "\n".join(self.seen)
+
+    def wait(self, text: str, end: float) -> str:
+        while True:
+            found = [line for line in self.seen if text in line]
+            if found:
+                return found[0]
+            assert time.monotonic() < end, f"no line with {text!r}:\n" + "\n".join(self.seen)
+            with contextlib.suppress(queue.Empty):
+                self.seen.append(self._q.get(timeout=1.0))
+
+
+def test_codes_join_late_and_leave_and_the_run_finishes(site: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "members"
+    # 3000 batch steps of at least 5 ms each: the run lasts >= 15 s, time for the codes to
+    # join and leave; the test fails (it does not pass by luck) if it ended before.
+    codes = [_code(folder, tmp_path, "a", "--delay", "0.005")]
+    kwargs = f"{{members_dir: {folder}, min_members: 1, max_members: 3, member_grace_s: 120}}"
+    cfg = _config(tmp_path / "c.yaml", kwargs, steps=9000)
+    train = subprocess.Popen(
+        [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environ(site),
+    )
+    lines = Lines(train)
+    end = time.monotonic() + LIMIT_S
+    try:
+        lines.wait("a.sock", end)  # the first code joined at the start
+        codes.append(_code(folder, tmp_path, "b", "--fault", "goodbye", "--at", "100"))
+        codes.append(_code(folder, tmp_path, "c"))
+        lines.wait("b.sock", end)
+        lines.wait("c.sock", end)
+        lines.wait("left (goodbye)", end)
+        os.kill(codes[2].pid, signal.SIGKILL)
+        lines.wait("vanished", end)
+        train.wait(timeout=LIMIT_S)  # the run finishes on its own, with the one code left
+        assert train.returncode == 0, lines.rest()
+    finally:
+        if train.poll() is None:
+            train.kill()
+        for p in codes:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+    rows = list(csv.DictReader(next(tmp_path.glob("runs/*/metrics.csv")).open()))
+    last = {k: v for row in rows for k, v in row.items() if v not in ("", None)}
+    assert float(last["task/joiners/drift/member_joins"]) == 3, last
+    assert float(last["task/joiners/drift/member_leaves"]) == 1, last
+    assert float(last["task/joiners/drift/member_vanished"]) == 1, last
+    assert float(last["task/joiners/drift/members"]) == 1, last
+
+
+@pytest.mark.parametrize("command", ["validate", "train"])
+def test_bad_member_bounds_are_refused_in_one_line(
+    site: Path, tmp_path: Path, command: str
+) -> None:
+    kwargs = f"{{members_dir: {tmp_path / 'm'}, min_members: 3, max_members: 2}}"
+    cfg = _config(tmp_path / "c.yaml", kwargs)
+    res = subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", command, str(cfg)],
+        capture_output=True,
+        text=True,
+        env=_environ(site),
+        timeout=LIMIT_S,
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    line = "tasks[0].env: joiners/drift: min_members (3) must not exceed max_members (2)"
+    assert line in res.stderr
+    assert "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_too_few_codes_past_the_grace_stop_the_run_with_a_checkpoint(
+    site: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "members"
+    code = _code(folder, tmp_path, "a", "--fault", "goodbye", "--at", "100")
+    kwargs = f"{{members_dir: {folder}, min_members: 1, max_members: 3, member_grace_s: 3}}"
+    cfg = _config(tmp_path / "c.yaml", kwargs, steps=10_000_000)
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
+            capture_output=True,
+            text=True,
+            env=_environ(site),
+            timeout=LIMIT_S,
+        )
+    finally:
+        if code.poll() is None:
+            code.kill()
+        code.wait(timeout=30)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2, res.stderr  # why, then where the run stands
+    assert "0 simulation code(s) attached, below min_members=1" in errors[0]
+    assert "member_grace_s=3s" in errors[0]
+    assert "checkpoint written" in errors[1] and "mtrl train --resume" in errors[1]
+    assert "Traceback" not in res.stderr
+    assert "left (goodbye)" in out
+    assert list(tmp_path.glob("runs/*/checkpoints/*")), out
