@@ -16,9 +16,7 @@ from mtrl.testing.conformance import check_env
 def test_ocean_cartpole_passes_the_conformance_suite() -> None:
     report = check_env("pufferlib/cartpole", num_envs=4, steps=400)
     assert report.episode_ends > 0
-    assert {"build", "trainable", "spaces", "auto-reset", "seeding", "spawn"} <= set(
-        report.checks
-    )
+    assert {"build", "trainable", "spaces", "auto-reset", "seeding", "spawn"} <= set(report.checks)
 
 
 def _balance(obs: np.ndarray) -> np.ndarray:
