@@ -12,7 +12,9 @@ evaluation of its final checkpoint as ``mtrl eval`` does (greedy and stochastic 
 env seeds). Runs, their configs and logs go under the work dir (default
 ``runs/bench/<name>/``); wandb is off and checkpoints on (the eval needs the final one).
 ``--reuse`` keeps the finished runs of an earlier call whose seed config is the same (to
-re-analyse without retraining).
+re-analyse without retraining) and continues its interrupted ones from their newest checkpoint
+(``mtrl train --resume``; the wall time is summed over the attempts). An off-policy run resumes
+with its replay only when its checkpoints hold it: add ``--set checkpoint.replay=true``.
 
 Per task and seed, from the run's ``metrics.jsonl``: the final return (mean of the last 20
 episodes at the last record), the best, final/best (from the random score where returns are
@@ -89,7 +91,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--reuse",
         action="store_true",
-        help="keep the finished runs of an earlier call with the same seed config",
+        help="keep the finished runs of an earlier call with the same seed config and "
+        "continue its interrupted ones from their newest checkpoint",
     )
     return ap.parse_args(argv)
 

@@ -1,6 +1,8 @@
 """The running part of the learning benchmark (``benchmarks/learning.py``): each seed's
 ``mtrl train`` in a subprocess, then an evaluation of its final checkpoint in this process, with
-the records that let ``--reuse`` skip a finished training or a finished seed.
+the records that let ``--reuse`` skip a finished training or a finished seed, and continue an
+interrupted one from its newest checkpoint (``mtrl train --resume``: a long benchmark killed
+with its machine goes on where its checkpoints stopped, its wall time summed over the attempts).
 
 Split from the command so that it stays a short read: ``learning.py`` plans (arguments, config,
 overrides) and analyses; this module only runs. Every seed's failure is recorded on its
@@ -84,30 +86,88 @@ def _mtrl(*args: str) -> list[str]:
     return [sys.executable, "-m", "mtrl.cli", *args]
 
 
-def find_run_dir(stdout: str, work_dir: Path, name: str, seed: int) -> Path | None:
-    """The run directory ``mtrl train`` printed, else the newest ``<name>__<seed>__*``."""
+def find_run_dir(
+    stdout: str, work_dir: Path, name: str, seed: int, after: float = 0.0
+) -> Path | None:
+    """The run directory ``mtrl train`` printed, else the newest ``<name>__<seed>__*`` (made
+    at or after the time ``after``)."""
     found = re.findall(r"^run directory: (.+)$", stdout, flags=re.M)
     if found and Path(found[-1].strip()).is_dir():
         return Path(found[-1].strip())
-    dirs = sorted(work_dir.glob(f"{name}__{seed}__*"), key=lambda p: p.stat().st_mtime)
+    dirs = sorted(
+        (p for p in work_dir.glob(f"{name}__{seed}__*") if p.stat().st_mtime >= after - 1.0),
+        key=lambda p: p.stat().st_mtime,
+    )
     return dirs[-1] if dirs else None
 
 
-def train(plan: Plan, seed: int, config_path: Path) -> SeedRun:
-    """``mtrl train`` of one seed in a subprocess; its output goes to ``logs/seed<s>.train.log``."""
+HEARTBEAT_S = 30.0
+"""How often a running training's wall time so far is written to its ``started`` record."""
+
+
+def _started_path(plan: Plan, seed: int) -> Path:
+    return plan.work_dir / "started" / f"seed{seed}.json"
+
+
+def interrupted(plan: Plan, seed: int, config_text: str) -> tuple[Path, float] | None:
+    """An earlier training of this exact seed config that stopped before its end with a
+    checkpoint to continue from (its run directory and the wall time it had spent), when
+    ``--reuse`` is on."""
+    path = _started_path(plan, seed)
+    if not plan.reuse or not path.is_file():
+        return None
+    started = json.loads(path.read_text())
+    run_dir = Path(started.get("run_dir") or "")
+    if started["config"] != config_text or not started.get("run_dir"):
+        return None
+    if not any((run_dir / "checkpoints").glob("ckpt_*.pt")):
+        return None
+    return run_dir, float(started["train_wall_s"])
+
+
+def train(plan: Plan, seed: int, config_path: Path, config_text: str) -> SeedRun:
+    """``mtrl train`` of one seed in a subprocess, or ``mtrl train --resume`` of its interrupted
+    run (:func:`interrupted`); its output goes to ``logs/seed<s>.train.log`` (appended to when
+    resuming). While it runs, ``started/seed<s>.json`` holds its run directory and wall time."""
     log = plan.work_dir / "logs" / f"seed{seed}.train.log"
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    t0 = time.perf_counter()
     replicas = ["--nproc", str(plan.nproc)] if plan.nproc > 1 else []
-    proc = subprocess.run(
-        _mtrl("train", str(config_path), "--seed", str(seed), *replicas),
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    run = SeedRun(seed, train_wall_s=time.perf_counter() - t0)
-    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    run.run_dir = find_run_dir(proc.stdout, plan.work_dir, plan.name, seed)
+    earlier = interrupted(plan, seed, config_text)
+    if earlier is None:
+        run_dir, spent = None, 0.0
+        cmd = _mtrl("train", str(config_path), "--seed", str(seed), *replicas)
+    else:
+        run_dir, spent = earlier
+        cmd = _mtrl("train", "--resume", str(run_dir), *replicas)
+    started = _started_path(plan, seed)
+    t0 = time.perf_counter()
+
+    def record() -> None:
+        """The started record: this config, its run directory once known, wall time so far."""
+        found = run_dir or find_run_dir("", plan.work_dir, plan.name, seed, after=t0_wall)
+        doc = {
+            "config": config_text,
+            "run_dir": str(found) if found else None,
+            "train_wall_s": spent + time.perf_counter() - t0,
+        }
+        started.write_text(json.dumps(doc, indent=2) + "\n")
+
+    t0_wall = time.time()
+    with log.open("a" if earlier else "w") as out:
+        if earlier:
+            out.write(f"\n--- resumed from {run_dir} after {spent:.0f} s ---\n")
+            out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+        while True:
+            try:
+                proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                record()
+    record()
+    stdout = log.read_text()
+    run = SeedRun(seed, train_wall_s=spent + time.perf_counter() - t0)
+    run.run_dir = run_dir or find_run_dir(stdout, plan.work_dir, plan.name, seed)
     if proc.returncode != 0:
         run.error = f"mtrl train exited with {proc.returncode}; see {log}"
     elif run.run_dir is None:
@@ -204,7 +264,7 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
         if run is None:
             config_path = plan.work_dir / "configs" / f"seed{seed}.yaml"
             config_path.write_text(config_text)
-            run = train(plan, seed, config_path)
+            run = train(plan, seed, config_path, config_text)
             if run.error is None:
                 trained = {
                     "config": config_text,
@@ -232,7 +292,7 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
 
 def run_all(plan: Plan) -> list[SeedRun]:
     """Every seed, ``plan.jobs`` at a time, in seed order."""
-    for sub in ("configs", "logs", "trained", "done"):
+    for sub in ("configs", "logs", "started", "trained", "done"):
         (plan.work_dir / sub).mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=plan.jobs) as pool:
         return list(pool.map(lambda s: run_seed(plan, s), plan.seeds))

@@ -1,0 +1,106 @@
+"""A learning benchmark's training killed part-way (its machine taken back) goes on from its
+newest checkpoint on the next call with ``--reuse``: the same run directory, the wall time of
+both attempts summed, and the final agent evaluated once it ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import learning_runs as lr  # noqa: E402
+import learning_stats as ls  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CONFIG = {
+    "name": "resume_probe",
+    "total_env_steps": 2500,
+    "tasks": [{"env": "gymnasium/CartPole-v1", "num_envs": 1}],
+    "actors": {"mode": "serial"},
+    "learner": {"algorithm": "sac", "sac": {"learning_starts": 200}},
+    "checkpoint": {"every_env_steps": 300, "every_s": None},
+    "tracking": {"log_every_s": 1},
+}
+
+
+def _children() -> list[int]:
+    """This process's child processes (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(check, what: str, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_a_killed_training_resumes_from_its_checkpoint(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(lr, "HEARTBEAT_S", 0.5)
+    plan = lr.Plan(
+        "resume_probe",
+        tmp_path / "probe.yaml",
+        [],
+        CONFIG,
+        [ls.Task("gymnasium/CartPole-v1", "gymnasium/CartPole-v1", None, None)],
+        [0],
+        tmp_path / "work",
+        1,
+        1,
+        True,
+    )
+    for sub in ("configs", "logs", "started", "trained", "done"):
+        (plan.work_dir / sub).mkdir(parents=True)
+    first: list[lr.SeedRun] = []
+    worker = threading.Thread(target=lambda: first.append(lr.run_seed(plan, 0)))
+    worker.start()
+    started = plan.work_dir / "started" / "seed0.json"
+
+    def checkpointed() -> bool:
+        if not started.is_file():
+            return False
+        run_dir = json.loads(started.read_text())["run_dir"]
+        return run_dir is not None and any(Path(run_dir, "checkpoints").glob("ckpt_*.pt"))
+
+    _wait_for(checkpointed, "the first checkpoint")
+    for pid in _children():
+        os.kill(pid, signal.SIGKILL)
+    worker.join(timeout=120)
+    assert first and first[0].error is not None  # killed: no evaluation, no done record
+    assert not (plan.work_dir / "done" / "seed0.json").exists()
+    run_dir = Path(json.loads(started.read_text())["run_dir"])
+    spent = json.loads(started.read_text())["train_wall_s"]
+
+    second = lr.run_seed(plan, 0)
+    assert second.error is None, second.error
+    assert second.run_dir == run_dir  # the same run, continued
+    assert second.train_wall_s > spent  # both attempts counted
+    log = (plan.work_dir / "logs" / "seed0.train.log").read_text()
+    assert f"resumed from {run_dir}" in log
+    done = json.loads((plan.work_dir / "done" / "seed0.json").read_text())
+    assert done["eval"]["gymnasium/CartPole-v1"]["greedy"] is not None
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["total_env_steps"] == 2500
+    steps = [json.loads(x).get("charts/env_steps") for x in (run_dir / "metrics.jsonl").open()]
+    assert max(s for s in steps if s is not None) >= 2500
