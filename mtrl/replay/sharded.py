@@ -194,6 +194,9 @@ class ShardedTaskReplay:
         self._held: deque[tuple[UnrollBuffer, float]] = deque()  # waits: actors
         self._prefetch: tuple[int, list[tuple[int, int, Any]]] | None = None
         self.waits = {"learner_wait_s": 0.0, "insert_wait_s": 0.0, "rate_overruns": 0.0}
+        self._order: dict[Any, int] = {}  # call -> its number among the calls to its shard
+        self._sent = [0] * len(self.keys)
+        self._applied = [-1] * len(self.keys)  # the number of the call last applied per shard
 
     # -- keeping the shards' stats -----------------------------------------------------------
 
@@ -201,12 +204,28 @@ class ShardedTaskReplay:
         self._sync_generations()
         return self.group.handle(self.keys[i])
 
+    def _call(self, i: int, method: str, *args: Any) -> Any:
+        """Call ``method`` of shard ``i``, numbered: a shard runs one caller's calls in order,
+        so the stats of a later call are never replaced by an earlier one's answered after."""
+        ref = getattr(self._handle(i), method).remote(*args)
+        self._order[ref] = self._sent[i]
+        self._sent[i] += 1
+        return ref
+
+    def _apply(self, i: int, ref: Any, stats: ShardStats) -> None:
+        """Take ``stats`` (the answer to call ``ref``) unless a later call's are in already."""
+        n = self._order.pop(ref, None)
+        if n is not None and n > self._applied[i]:
+            self.stats[i] = stats
+            self._applied[i] = n
+
     def _sync_generations(self) -> None:
         """Forget (and report lost) what a shard held before it was started again."""
         for i, key in enumerate(self.keys):
             if self.group.generation[key] != self.generations[i]:
                 self.group.lost_items += self.stats[i].count
                 self.stats[i] = ShardStats()
+                self._applied[i] = self._sent[i] - 1  # answers of the lost shard's calls
                 self.generations[i] = self.group.generation[key]
 
     def _lost(self, i: int, exc: BaseException) -> None:
@@ -218,6 +237,7 @@ class ShardedTaskReplay:
         try:
             return self.group.ray.get(ref)
         except self.group.lost_errors as e:
+            self._order.pop(ref, None)
             self._lost(i, e)
             return None
 
@@ -230,7 +250,7 @@ class ShardedTaskReplay:
             for i, ref in [u for u in self._updates if u[1] in finished]:
                 stats = self._get(i, ref)
                 if stats is not None:
-                    self.stats[i] = stats
+                    self._apply(i, ref, stats)
             self._updates = [u for u in self._updates if u[1] not in finished]
         while self._adds:
             i, ref = self._adds[0]
@@ -241,7 +261,7 @@ class ShardedTaskReplay:
             block = False
             stats = self._get(i, ref)
             if stats is not None:
-                self.stats[i] = stats
+                self._apply(i, ref, stats)
                 if self.limiter is not None:
                     self.limiter.inserted(stats.added)
 
@@ -270,7 +290,7 @@ class ShardedTaskReplay:
     def _send(self, buf: UnrollBuffer) -> None:
         i = self._next
         self._next = (i + 1) % len(self.keys)
-        self._adds.append((i, self._handle(i).add.remote(buf)))
+        self._adds.append((i, self._call(i, "add", buf)))
 
     def _release_held(self) -> None:
         """Send the held unrolls the ratio allows now (the oldest past :data:`HELD_UNROLLS`
@@ -324,7 +344,7 @@ class ShardedTaskReplay:
         counts = split_by_mass(np.array([s.total for s in self.stats]), n, rng)
         seeds = rng.integers(2**63, size=len(counts))
         return [
-            (i, int(c), self._handle(i).sample.remote(self.task, int(c), int(seeds[i])))
+            (i, int(c), self._call(i, "sample", self.task, int(c), int(seeds[i])))
             for i, c in enumerate(counts)
             if c > 0
         ]
@@ -340,7 +360,7 @@ class ShardedTaskReplay:
                 missing += c
                 continue
             batch, local, mass, stats = out
-            self.stats[i] = stats
+            self._apply(i, ref, stats)
             parts.append(batch)
             indices.append(encode(i, local, self.per_shard))
             masses.append(mass)
@@ -380,7 +400,7 @@ class ShardedTaskReplay:
         td = np.ravel(td_errors)
         for i in np.unique(shard):
             mine = shard == i
-            ref = self._handle(int(i)).update_priorities.remote(self.task, local[mine], td[mine])
+            ref = self._call(int(i), "update_priorities", self.task, local[mine], td[mine])
             self._updates.append((int(i), ref))
 
     def metrics(self) -> dict[str, float]:

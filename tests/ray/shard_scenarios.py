@@ -89,7 +89,8 @@ def proportions_follow_priorities(batches: int = 300) -> dict[str, Any]:
 def limiter_holds_ratio() -> dict[str, Any]:
     """Two ways the sides disagree with samples_per_insert 2: inserts far ahead (the learner
     draws 16 per 20 items inserted; ``waits: actors`` holds unrolls back) and draws asked for
-    right after each insert (``waits: learner`` waits for it to be acknowledged)."""
+    right after each insert, from the first (``waits: learner``: each waits for the inserts to
+    be acknowledged, the first for ``min_size_to_sample``)."""
     import ray
 
     ray.init(address="local", num_cpus=2, include_dashboard=False)
@@ -105,7 +106,7 @@ def limiter_holds_ratio() -> dict[str, Any]:
         rng = np.random.default_rng(0)
         for k in range(100):
             front.add_unroll(_unroll(k))
-            if front.sampler.count >= 20:
+            if waits == "learner" or front.sampler.count >= 20:
                 front.sample(per_insert, rng)
         m = front.metrics()
         out[waits] = {**m, "ratio": m["samples"] / m["inserts"]}

@@ -34,6 +34,7 @@ def test_the_rate_limiter_holds_samples_per_insert_within_ten_percent() -> None:
         assert abs(m["ratio"] - 2.0) / 2.0 < 0.10, (waits, m)
         assert m["rate_overruns"] == 0, (waits, m)
     assert r["actors"]["insert_wait_s"] > 0 and r["actors"]["held_unrolls"] > 0
+    assert r["learner"]["learner_wait_s"] > 0, "the draws waited for inserts in flight"
 
 
 def test_a_shard_killed_mid_run_is_counted_restarted_and_the_draws_go_on() -> None:
