@@ -415,6 +415,17 @@ class ExperimentConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
+    def _shards_need_ray(self) -> ExperimentConfig:
+        """Replay shards are Ray actors: they need the Ray cluster of ``actors.mode: ray``."""
+        if self.replay.shards is not None and self.actors.mode != "ray":
+            raise ValueError(
+                f"replay.shards needs actors.mode: ray (the shards are Ray actors beside the "
+                f"actors); this config has actors.mode: {self.actors.mode}: set actors.mode: "
+                "ray or remove replay.shards"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _learner_sees_replay(self, info: ValidationInfo) -> ExperimentConfig:
         """The learner is built from ``learner`` alone: this is how it learns
         ``checkpoint.replay`` and the ``replay:`` section; then the chosen rule's own checks,

@@ -14,11 +14,59 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from mtrl.config.base import ConfigModel
 
-__all__ = ["ReplayConfig"]
+__all__ = ["RateLimitConfig", "ReplayConfig", "ShardsConfig"]
+
+
+class RateLimitConfig(ConfigModel):
+    """A samples-per-insert ratio held between the inserts into a task's sharded replay and the
+    draws from it (Reverb's rate limiter; :mod:`mtrl.replay.rate_limiter`)."""
+
+    samples_per_insert: PositiveFloat
+    """Items drawn per item stored (transitions for ``sac``, sequences for
+    ``impala_replay``), counted over all of a task's shards."""
+    min_size_to_sample: PositiveInt = 1
+    """Items a task's shards must hold (acknowledged) before any draw."""
+    error_buffer: PositiveFloat = 100.0
+    """How far (in items drawn) the draws may run ahead of or behind ``samples_per_insert``
+    times the inserts before the side named by ``waits`` waits."""
+    waits: Literal["learner", "actors"] = "learner"
+    """Who waits when the ratio is out of bounds. ``learner``: a draw waits for inserts still on
+    their way to the shards; ``actors``: an insert waits for draws still in flight (the
+    prefetch), so the trainer takes no new unroll meanwhile and the actors' slots stay full.
+    Where nothing in flight can restore the ratio the call goes ahead and is counted
+    (``replay/rate_overruns``); the waits are ``replay/learner_wait_s`` and
+    ``replay/insert_wait_s``."""
+
+
+class ShardsConfig(ConfigModel):
+    """Replay shards as Ray actors (``actors.mode: ray``): each task's replay split over
+    shards the learner inserts into in turn and draws from in proportion to their total
+    priority (docs/DISTRIBUTED.md, "Sharded replay")."""
+
+    count: PositiveInt = 2
+    """Shards: per task with ``layout: per_task``, in all with ``layout: mixed``. Each holds
+    ``capacity / count`` of a task's items (rounded up to whole unrolls of one env copy)."""
+    layout: Literal["mixed", "per_task"] = "mixed"
+    """``mixed``: every shard holds a part of every task's replay; ``per_task``: each task has
+    ``count`` shards of its own (``count x tasks`` actors)."""
+    num_cpus: NonNegativeFloat = 0.0
+    """CPUs each shard reserves in Ray. A shard is spread over the nodes Ray has (``SPREAD``);
+    a positive value (or ``resources``) keeps shards off a head node that offers no CPUs, so
+    they sit on the actors' nodes."""
+    resources: dict[str, PositiveFloat] = Field(default_factory=dict)
+    """Custom Ray resources each shard asks for (e.g. the one the actor nodes offer)."""
+    prefetch: bool = True
+    """Draw the next batch while the learner trains on this one (its items drawn with the
+    priorities of one step earlier)."""
+    restart_lost: bool = True
+    """Start a lost shard again (empty; its items are lost and counted as
+    ``replay/lost_items``) and go on; false: a lost shard ends the run."""
+    rate_limit: RateLimitConfig | None = None
+    """The samples-per-insert ratio held across the cluster; null: none."""
 
 
 class ReplayConfig(ConfigModel):
@@ -44,6 +92,11 @@ class ReplayConfig(ConfigModel):
     priority_beta: float = Field(default=0.4, ge=0, le=1)
     """With ``sampler: prioritized``: the importance-sampling exponent β at the start of the
     run; it rises linearly to 1 at ``total_env_steps`` (full correction at convergence)."""
+
+    shards: ShardsConfig | None = None
+    """Replay shards as Ray actors beside the actors (``actors.mode: ray`` only; null: each
+    task's replay lives in the learner's process). The learning rule does not know which it
+    has (docs/DISTRIBUTED.md, "Sharded replay")."""
 
     @property
     def prioritized(self) -> bool:

@@ -5,8 +5,15 @@ See docs/REPLAY.md for the layout and the sampling math; :mod:`mtrl.replay.build
 experiment's ``replay:`` section into a task's sampler for every replay-based rule.
 """
 
-from mtrl.replay.build import annealed_beta, make_sampler, set_beta, task_replay
+from mtrl.replay.build import (
+    annealed_beta,
+    make_sampler,
+    replay_metrics,
+    set_beta,
+    task_replay,
+)
 from mtrl.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, sequence_priorities
+from mtrl.replay.sharded import ShardedTaskReplay
 from mtrl.replay.storage import (
     SequenceBatch,
     SequenceStorage,
@@ -21,6 +28,7 @@ __all__ = [
     "Sampler",
     "SequenceBatch",
     "SequenceStorage",
+    "ShardedTaskReplay",
     "SumTree",
     "TaskReplay",
     "TransitionBatch",
@@ -28,6 +36,7 @@ __all__ = [
     "UniformSampler",
     "annealed_beta",
     "make_sampler",
+    "replay_metrics",
     "sequence_priorities",
     "set_beta",
     "task_replay",

@@ -29,6 +29,7 @@ state stored at their start and a burn-in prefix (R2D2, Kapturowski et al. 2019)
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,6 +141,20 @@ class SegmentRing:
         fields = segment_fields(unroll_length, obs_space, action_space, state_size)
         per_segment = sum(math.prod(shape) * dtype.itemsize for shape, dtype in fields.values())
         return num_segments * per_segment
+
+    def empty_like(self, num_segments: int) -> SegmentRing:
+        """An empty storage of the same kind, task and fields holding ``num_segments``
+        segments (a replay shard's part of this one: :mod:`mtrl.replay.sharded`)."""
+        if num_segments < 1:
+            raise ValueError(f"replay of task {self.task}: {num_segments} segments (need >= 1)")
+        clone = copy.copy(self)
+        clone.num_segments = num_segments
+        clone.arrays = {
+            name: np.zeros((num_segments, *shape), dtype)
+            for name, (shape, dtype) in self.fields.items()
+        }
+        clone.cursor = clone.size = clone.segments_added = 0
+        return clone
 
     @property
     def allocated_nbytes(self) -> int:

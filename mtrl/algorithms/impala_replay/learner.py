@@ -40,7 +40,13 @@ from mtrl.config import LearnerConfig
 from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.protocol import Learner
-from mtrl.replay import SequenceStorage, TaskReplay, task_replay
+from mtrl.replay import (
+    SequenceStorage,
+    ShardedTaskReplay,
+    TaskReplay,
+    replay_metrics,
+    task_replay,
+)
 from mtrl.sync.replica_state import ReplicaState
 
 __all__ = ["REFILL_NOTE", "ImpalaReplayLearner", "make_impala_replay_learner"]
@@ -67,7 +73,7 @@ class ImpalaReplayLearner:
         self.replay_cfg = settings
         model = inner.model
         state_size = int(getattr(model, "state_size", 0))
-        self.replays: dict[int, TaskReplay] = {}
+        self.replays: dict[int, TaskReplay | ShardedTaskReplay] = {}
         for k in inner.local_tasks:  # a task-sharded replica keeps its own tasks' replays
             space = model.spaces[k]
             storage = SequenceStorage(
@@ -144,6 +150,7 @@ class ImpalaReplayLearner:
             name = names[k] if names is not None else str(k)
             out[f"learner/{name}/replay_sequences"] = float(replay.sampler.count)
             out[f"learner/{name}/replayed_sequences"] = float(self._replayed.get(k, 0))
+        out.update(replay_metrics(self.replays.values()))
         self._replayed.clear()
         return out
 

@@ -28,10 +28,10 @@ seed), not the host's, so the rows differ from the host path's; the batch's task
 rows of each task) is still split on the host, by the same rule.
 
 :func:`why_not` says when a learner keeps the host draw: prioritized replay (its sum-trees live
-on the host), data-parallel replicas, the per-task step; by default the mirror is also kept to
-CUDA devices whose step is replayed as a graph and to mirrors that take at most
-:data:`MEMORY_SHARE` of the device's free memory (``learner.sac.draw_on_device`` decides
-otherwise).
+on the host), sharded replay (in Ray actors), data-parallel replicas, the per-task step; by
+default the mirror is also kept to CUDA devices whose step is replayed as a graph and to
+mirrors that take at most :data:`MEMORY_SHARE` of the device's free memory
+(``learner.sac.draw_on_device`` decides otherwise).
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ def why_not(learner: SacLearner) -> str | None:
         return "the tasks take the per-task step (mtrl.algorithms.sac.stacked_step.why_not)"
     if learner.cfg.replay.prioritized:
         return "prioritized replay (its sum-trees live on the host)"
+    if learner.cfg.replay.shards is not None:
+        return "sharded replay (its items live in Ray actors)"
     if learner.distributed:
         return "data-parallel replicas"
     if wanted:

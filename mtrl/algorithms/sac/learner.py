@@ -59,7 +59,14 @@ from mtrl.learner.batch import TaskBatch
 from mtrl.learner.model import MultiTaskModel
 from mtrl.learner.optim import adam_step, clear_grads, param_groups
 from mtrl.learner.task_gradients import GradientCombiner
-from mtrl.replay import TaskReplay, TransitionStorage, set_beta, task_replay
+from mtrl.replay import (
+    ShardedTaskReplay,
+    TaskReplay,
+    TransitionStorage,
+    replay_metrics,
+    set_beta,
+    task_replay,
+)
 
 __all__ = ["REFILL_NOTE", "SacLearner"]
 
@@ -180,7 +187,7 @@ class SacLearner:
         self._losses: dict[str, float] = {}
         self.diagnostics = SacDiagnostics(task_names, self.device)
 
-    def _replay(self, task: int) -> TaskReplay:
+    def _replay(self, task: int) -> TaskReplay | ShardedTaskReplay:
         """Task ``task``'s replay of transitions, as the ``replay:`` section says."""
         space, replay = self.spaces[task], self.cfg.replay
         storage = TransitionStorage(
@@ -338,10 +345,12 @@ class SacLearner:
         """Per-task means over the gradient steps since the last call: ``learner/<task>/
         alpha``, ``entropy`` (of the squashed action in ``[-1, 1]``), ``q`` (of the sampled
         actions), ``td_error`` (mean |δ| of the twin critics), and the replay's size; with FAMO
-        each task's weight in the critics' loss now (``famo_weight``, summing to 1)."""
+        each task's weight in the critics' loss now (``famo_weight``, summing to 1); a
+        sharded replay's losses and waits (:func:`mtrl.replay.replay_metrics`)."""
         out = self.diagnostics.pop()
         for k, name in enumerate(self.task_names):
             out[f"learner/{name}/replay_transitions"] = float(self.replays[k].sampler.count)
+        out.update(replay_metrics(self.replays))
         if self.famo is not None:
             for name, weight in zip(self.task_names, self.famo.weights.tolist(), strict=True):
                 out[f"learner/{name}/famo_weight"] = weight

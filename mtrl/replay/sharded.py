@@ -1,0 +1,431 @@
+"""Sharded replay (``replay.shards``): each task's replay split over Ray actors, behind the same
+interface as the learner's own :class:`~mtrl.replay.task_replay.TaskReplay`.
+
+:class:`ShardGroup` owns the shard actors of one learner (``layout: mixed``: ``count`` shards
+each holding a part of every task; ``per_task``: ``count`` shards per task), spread over the
+cluster's nodes by Ray (``SPREAD``, with the CPUs and custom resources of ``replay.shards``).
+:class:`ShardedTaskReplay` is one task's front in the learner's process, with the methods a
+learning rule calls on a ``TaskReplay`` (``add_unroll``, ``sample``, ``update_priorities``,
+``sampler.count``, ``state_dict``), so a rule does not know which it has:
+
+* **inserts** go to the task's shards in turn, without waiting (the shard acknowledges with
+  its new totals; the items count as stored once acknowledged);
+* **draws** split the batch over the shards in proportion to their total mass and combine the
+  parts with the unsharded importance weights (:mod:`mtrl.replay.shard_math`: the sampling
+  distribution is the unsharded one's), and ask for the next batch at once (``prefetch``), so
+  the learner's next draw finds it ready;
+* **priority updates** go to each shard in one call per draw, without waiting;
+* **a lost shard** (its actor or node died) is counted, its acknowledged items reported lost,
+  and it is started again empty (``restart_lost``); a draw that it was part of is made up from
+  the other shards;
+* **the rate limiter** (``replay.shards.rate_limit``, :mod:`mtrl.replay.rate_limiter`) holds
+  samples per insert: with ``waits: learner`` a draw beyond the ratio waits for the inserts
+  still on their way; with ``waits: actors`` an unroll beyond the ratio is held back in the
+  front and goes in as draws make room (the trainer's unrolls, and so the actors' slots, wait
+  on the learner). The inserts and draws of one learner come from one thread, so where
+  nothing in flight can restore the ratio the call goes ahead and is counted as an overrun.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from mtrl.actors.ray_cluster import import_ray
+from mtrl.actors.unroll import UnrollBuffer
+from mtrl.config.replay import ReplayConfig, ShardsConfig
+from mtrl.errors import UserError
+from mtrl.replay.batch_rows import concat_rows, num_rows, take_rows
+from mtrl.replay.rate_limiter import RateLimiter
+from mtrl.replay.shard import ReplayShard, ShardStats
+from mtrl.replay.shard_math import decode, encode, importance_weights, split_by_mass
+from mtrl.replay.state import require
+from mtrl.replay.storage import SequenceBatch, SequenceStorage, TransitionBatch, TransitionStorage
+
+__all__ = ["HELD_UNROLLS", "ShardGroup", "ShardedSampler", "ShardedTaskReplay"]
+
+HELD_UNROLLS = 64
+"""With ``waits: actors``: unrolls a task's front holds back at most; past it the oldest goes in
+anyway (an overrun)."""
+
+Key = tuple[int | None, int]
+"""A shard: (its task with ``layout: per_task``, None with ``mixed``; its number)."""
+
+
+def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    ex = ray.exceptions
+    return tuple(
+        getattr(ex, n) for n in ("RayActorError", "ActorUnavailableError") if hasattr(ex, n)
+    )
+
+
+class ShardGroup:
+    """The shard actors of one learner's replays, started on first use, restarted when lost."""
+
+    def __init__(self, replay: ReplayConfig) -> None:
+        assert replay.shards is not None
+        self.replay = replay
+        self.cfg: ShardsConfig = replay.shards
+        self.ray = import_ray()
+        self.lost_errors = _lost_errors(self.ray)
+        self._remote = self.ray.remote(ReplayShard)
+        self.handles: dict[Key, Any] = {}
+        self.generation: dict[Key, int] = {}
+        self._opened: dict[Key, list[tuple[int, Any, int]]] = {}
+        self.lost_shards = 0
+        self.lost_items = 0
+
+    def keys(self, task: int) -> list[Key]:
+        """The shards holding task ``task``."""
+        owner = task if self.cfg.layout == "per_task" else None
+        return [(owner, i) for i in range(self.cfg.count)]
+
+    def _start(self, key: Key) -> Any:
+        handle = self._remote.options(
+            num_cpus=self.cfg.num_cpus,
+            resources=dict(self.cfg.resources),
+            scheduling_strategy="SPREAD",
+            max_restarts=0,
+        ).remote(self.replay)
+        self.handles[key] = handle
+        self.generation[key] = self.generation.get(key, -1) + 1
+        return handle
+
+    def handle(self, key: Key) -> Any:
+        return self.handles[key] if key in self.handles else self._start(key)
+
+    def open(
+        self, task: int, template: TransitionStorage | SequenceStorage, segments: int
+    ) -> list[ShardStats]:
+        """Give task ``task`` ``segments`` segments in each of its shards; their stats."""
+        refs = []
+        for key in self.keys(task):
+            self._opened.setdefault(key, []).append((task, template, segments))
+            refs.append(self.handle(key).open.remote(task, template, segments))
+        return list(self.ray.get(refs))
+
+    def replace(self, key: Key, generation: int, why: str) -> None:
+        """Shard ``key`` (as of ``generation``) is lost: count it and start it again, empty,
+        with every task it held (once, however many fronts saw it fail)."""
+        if self.generation[key] != generation:
+            return  # already replaced
+        self.lost_shards += 1
+        where = f"replay shard {key[1]}" + (f" of task {key[0]}" if key[0] is not None else "")
+        if not self.cfg.restart_lost:
+            raise UserError(
+                f"{where} was lost ({why}) and replay.shards.restart_lost is false: stopping"
+            )
+        print(f"WARNING: {where} was lost ({why}); starting it again, empty", flush=True)
+        with contextlib.suppress(Exception):  # already gone with its node
+            self.ray.kill(self.handles[key], no_restart=True)
+        handle = self._start(key)
+        self.ray.get(
+            [handle.open.remote(t, tmpl, segs) for t, tmpl, segs in self._opened.get(key, [])]
+        )
+
+    def where(self) -> dict[str, str]:
+        """Each started shard's Ray node id (for tests and the run's log)."""
+        nodes = self.ray.get([h.where.remote() for h in self.handles.values()])
+        return {f"{k[0]}/{k[1]}": n for k, (n, _) in zip(self.handles, nodes, strict=True)}
+
+    def kill(self, key: Key) -> None:
+        """End shard ``key``'s actor as a lost node would (for fault drills and tests)."""
+        self.ray.kill(self.handles[key], no_restart=True)
+
+
+class ShardedSampler:
+    """What a rule reads of a replay's sampler (``count``, ``capacity``, ``beta``), for a
+    sharded replay: the front keeps the sampling state."""
+
+    def __init__(self, front: ShardedTaskReplay) -> None:
+        self._front = front
+
+    @property
+    def count(self) -> int:
+        """Sampleable items acknowledged by the task's shards."""
+        self._front.collect()
+        return sum(s.count for s in self._front.stats)
+
+    @property
+    def capacity(self) -> int:
+        return self._front.per_shard * len(self._front.keys)
+
+    @property
+    def beta(self) -> float:
+        return self._front.beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        self._front.beta = float(value)
+
+
+class ShardedTaskReplay:
+    """One task's replay over its shards, with ``TaskReplay``'s methods (module docstring)."""
+
+    def __init__(
+        self, storage: TransitionStorage | SequenceStorage, replay: ReplayConfig, group: ShardGroup
+    ) -> None:
+        self.task = storage.task
+        self.group = group
+        self.cfg = group.cfg
+        self.prioritized = replay.prioritized
+        self.beta = replay.priority_beta
+        self.keys = group.keys(self.task)
+        segments = -(-storage.num_segments // len(self.keys))
+        self.items_per_segment = storage.capacity // storage.num_segments
+        self.per_shard = segments * self.items_per_segment
+        self.stats = group.open(self.task, storage.empty_like(1), segments)
+        self.generations = [group.generation[k] for k in self.keys]
+        self.sampler = ShardedSampler(self)
+        rl = self.cfg.rate_limit
+        self.limiter = (
+            RateLimiter(rl.samples_per_insert, rl.min_size_to_sample, rl.error_buffer)
+            if rl is not None
+            else None
+        )
+        self._next = 0  # the shard the next unroll goes to
+        self._adds: deque[tuple[int, Any]] = deque()  # (shard, pending add) oldest first
+        self._updates: list[tuple[int, Any]] = []  # (shard, pending priority update)
+        self._held: deque[tuple[UnrollBuffer, float]] = deque()  # waits: actors
+        self._prefetch: tuple[int, list[tuple[int, int, Any]]] | None = None
+        self.waits = {"learner_wait_s": 0.0, "insert_wait_s": 0.0, "rate_overruns": 0.0}
+        self._order: dict[Any, int] = {}  # call -> its number among the calls to its shard
+        self._sent = [0] * len(self.keys)
+        self._applied = [-1] * len(self.keys)  # the number of the call last applied per shard
+
+    # -- keeping the shards' stats -----------------------------------------------------------
+
+    def _handle(self, i: int) -> Any:
+        self._sync_generations()
+        return self.group.handle(self.keys[i])
+
+    def _call(self, i: int, method: str, *args: Any) -> Any:
+        """Call ``method`` of shard ``i``, numbered: a shard runs one caller's calls in order,
+        so the stats of a later call are never replaced by an earlier one's answered after."""
+        ref = getattr(self._handle(i), method).remote(*args)
+        self._order[ref] = self._sent[i]
+        self._sent[i] += 1
+        return ref
+
+    def _apply(self, i: int, ref: Any, stats: ShardStats) -> None:
+        """Take ``stats`` (the answer to call ``ref``) unless a later call's are in already."""
+        n = self._order.pop(ref, None)
+        if n is not None and n > self._applied[i]:
+            self.stats[i] = stats
+            self._applied[i] = n
+
+    def _sync_generations(self) -> None:
+        """Forget (and report lost) what a shard held before it was started again."""
+        for i, key in enumerate(self.keys):
+            if self.group.generation[key] != self.generations[i]:
+                self.group.lost_items += self.stats[i].count
+                self.stats[i] = ShardStats()
+                self._applied[i] = self._sent[i] - 1  # answers of the lost shard's calls
+                self.generations[i] = self.group.generation[key]
+
+    def _lost(self, i: int, exc: BaseException) -> None:
+        self.group.replace(self.keys[i], self.generations[i], f"{type(exc).__name__}")
+        self._sync_generations()
+
+    def _get(self, i: int, ref: Any) -> Any:
+        """The result of call ``ref`` to shard ``i``, or None when the shard was lost."""
+        try:
+            return self.group.ray.get(ref)
+        except self.group.lost_errors as e:
+            self._order.pop(ref, None)
+            self._lost(i, e)
+            return None
+
+    def collect(self, block: bool = False) -> None:
+        """Take in the acknowledged inserts and priority updates (``block``: the oldest
+        insert's at least)."""
+        if self._updates:
+            done, _ = self.group.ray.wait([r for _, r in self._updates], timeout=0)
+            finished = set(done)
+            for i, ref in [u for u in self._updates if u[1] in finished]:
+                stats = self._get(i, ref)
+                if stats is not None:
+                    self._apply(i, ref, stats)
+            self._updates = [u for u in self._updates if u[1] not in finished]
+        while self._adds:
+            i, ref = self._adds[0]
+            done, _ = self.group.ray.wait([ref], timeout=None if block else 0)
+            if not done:
+                return
+            self._adds.popleft()
+            block = False
+            stats = self._get(i, ref)
+            if stats is not None:
+                self._apply(i, ref, stats)
+                if self.limiter is not None:
+                    self.limiter.inserted(stats.added)
+
+    # -- TaskReplay's interface ----------------------------------------------------------------
+
+    def add_unroll(self, buf: UnrollBuffer) -> tuple[np.ndarray, np.ndarray]:
+        """Send ``buf`` to the task's next shard (copied out before this returns, so the caller
+        may reuse it). No items are returned: they live in the shard (a device mirror of the
+        replay is not kept for a sharded one)."""
+        self.collect()
+        if self.limiter is None or self.cfg.rate_limit.waits != "actors":
+            self._send(buf)
+        elif not self._held and self.limiter.can_insert(self._items(buf)):
+            self._send(buf)
+            self.collect(block=True)  # counted before the next insert is judged
+        else:
+            self._held.append((copy.deepcopy(buf), time.monotonic()))
+            self._release_held()
+        empty = np.zeros(0, np.int64)
+        return empty, np.zeros(0, bool)
+
+    def _items(self, buf: UnrollBuffer) -> int:
+        """Items an unroll adds (its reset steps included)."""
+        return self.items_per_segment * buf.num_envs
+
+    def _send(self, buf: UnrollBuffer) -> None:
+        i = self._next
+        self._next = (i + 1) % len(self.keys)
+        self._adds.append((i, self._call(i, "add", buf)))
+
+    def _release_held(self) -> None:
+        """Send the held unrolls the ratio allows now (the oldest past :data:`HELD_UNROLLS`
+        regardless, as an overrun), each counted before the next is judged."""
+        assert self.limiter is not None
+        while self._held:
+            buf, since = self._held[0]
+            fits = self.limiter.can_insert(self._items(buf))
+            if not fits and len(self._held) <= HELD_UNROLLS:
+                return
+            if not fits:
+                self.waits["rate_overruns"] += 1
+            self._held.popleft()
+            self.waits["insert_wait_s"] += time.monotonic() - since
+            self._send(buf)
+            self.collect(block=True)
+
+    def sample(
+        self, batch_size: int, rng: np.random.Generator
+    ) -> tuple[TransitionBatch | SequenceBatch, np.ndarray, np.ndarray]:
+        """``batch_size`` items drawn across the shards in proportion to their masses, their
+        global indices and their importance weights (as ``TaskReplay.sample``)."""
+        self.collect()
+        if self.limiter is not None:
+            self._wait_to_sample(batch_size)
+        batch, indices, masses = self._take_prefetched(batch_size, rng)
+        if self.cfg.prefetch:
+            self._prefetch = (batch_size, self._request(batch_size, rng))
+        if self.limiter is not None:
+            self.limiter.sampled(batch_size)
+            if self.cfg.rate_limit.waits == "actors":
+                self._release_held()
+        if not self.prioritized:
+            return batch, indices, np.ones(batch_size, np.float32)
+        smallest = min(s.smallest for s in self.stats)
+        smallest = min(smallest, float(masses.min()))  # a shard lost since the draw
+        return batch, indices, importance_weights(masses, smallest, self.beta)
+
+    def _wait_to_sample(self, n: int) -> None:
+        assert self.limiter is not None
+        began = time.monotonic()
+        while not self.limiter.can_sample(n):
+            if not self._adds:
+                self.waits["rate_overruns"] += 1
+                break
+            self.collect(block=True)
+        self.waits["learner_wait_s"] += time.monotonic() - began
+
+    def _request(self, n: int, rng: np.random.Generator) -> list[tuple[int, int, Any]]:
+        """Ask the shards for ``n`` items split by their masses: (shard, count, call)."""
+        counts = split_by_mass(np.array([s.total for s in self.stats]), n, rng)
+        seeds = rng.integers(2**63, size=len(counts))
+        return [
+            (i, int(c), self._call(i, "sample", self.task, int(c), int(seeds[i])))
+            for i, c in enumerate(counts)
+            if c > 0
+        ]
+
+    def _gather(
+        self, request: list[tuple[int, int, Any]], rng: np.random.Generator
+    ) -> tuple[Any, np.ndarray, np.ndarray]:
+        """The parts of ``request`` joined; a lost shard's part drawn again from the others."""
+        parts, indices, masses, missing = [], [], [], 0
+        for i, c, ref in request:
+            out = self._get(i, ref)
+            if out is None:
+                missing += c
+                continue
+            batch, local, mass, stats = out
+            self._apply(i, ref, stats)
+            parts.append(batch)
+            indices.append(encode(i, local, self.per_shard))
+            masses.append(mass)
+        if missing:
+            batch, idx, mass = self._gather(self._request(missing, rng), rng)
+            parts.append(batch)
+            indices.append(idx)
+            masses.append(mass)
+        return concat_rows(parts), np.concatenate(indices), np.concatenate(masses)
+
+    def _take_prefetched(
+        self, n: int, rng: np.random.Generator
+    ) -> tuple[Any, np.ndarray, np.ndarray]:
+        """``n`` rows: of the prefetched batch (a random subset when it is larger: each row's
+        marginal stays proportional) and drawn now for what it lacks."""
+        pre, self._prefetch = self._prefetch, None
+        if pre is None:
+            return self._gather(self._request(n, rng), rng)
+        batch, indices, masses = self._gather(pre[1], rng)
+        have = num_rows(batch)
+        if have >= n:
+            rows = rng.permutation(have)[:n]
+            return take_rows(batch, rows), indices[rows], masses[rows]
+        more, more_idx, more_mass = self._gather(self._request(n - have, rng), rng)
+        return (
+            concat_rows([batch, more]),
+            np.concatenate([indices, more_idx]),
+            np.concatenate([masses, more_mass]),
+        )
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """Send the items' TD errors to their shards, one call per shard (not waited for)."""
+        if not self.prioritized:
+            return
+        self.collect()
+        shard, local = decode(np.ravel(indices), self.per_shard)
+        td = np.ravel(td_errors)
+        for i in np.unique(shard):
+            mine = shard == i
+            ref = self._call(int(i), "update_priorities", self.task, local[mine], td[mine])
+            self._updates.append((int(i), ref))
+
+    def metrics(self) -> dict[str, float]:
+        """This task's waits and overruns, inserts and draws so far."""
+        out = dict(self.waits)
+        if self.limiter is not None:
+            out["inserts"] = float(self.limiter.inserts)
+            out["samples"] = float(self.limiter.samples)
+        out["held_unrolls"] = float(len(self._held))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every shard's part of the task (copied here from the shards)."""
+        self.collect(block=True)
+        while self._adds:
+            self.collect(block=True)
+        refs = [self._handle(i).state_dict.remote(self.task) for i in range(len(self.keys))]
+        return {"kind": "sharded", "shards": len(refs), "parts": self.group.ray.get(refs)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        where = f"sharded replay of task {self.task}"
+        require(state, "kind", "sharded", where)
+        require(state, "shards", len(self.keys), where)
+        refs = [
+            self._handle(i).load_state_dict.remote(self.task, part)
+            for i, part in enumerate(state["parts"])
+        ]
+        self.stats = list(self.group.ray.get(refs))
