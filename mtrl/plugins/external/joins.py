@@ -27,6 +27,7 @@ from mtrl.plugins.external.roster import (
     VANISHED,
     MemberEvent,
     MembersBelowMinimum,
+    where_codes_announce,
 )
 
 if TYPE_CHECKING:
@@ -76,8 +77,7 @@ class MemberJoins:
             if now > deadline:
                 raise MembersBelowMinimum(
                     f"{self.name}: {present} of min_members={r.min_members} simulation codes "
-                    f"attached within {wait:g}s (codes announce themselves in {r.members_dir}: "
-                    "docs/COUPLING.md, section 12)"
+                    f"attached within {wait:g}s ({where_codes_announce(r.members_dir)})"
                 )
             self._scanned = 0.0
             self._scan_joins(now)
@@ -181,6 +181,6 @@ class MemberJoins:
         elif now - self._below_since > r.grace_s:
             raise MembersBelowMinimum(
                 f"{self.name}: {present} simulation code(s) attached, below min_members="
-                f"{r.min_members} for over member_grace_s={r.grace_s:g}s (codes announce "
-                f"themselves in {r.members_dir}: docs/COUPLING.md, section 12)"
+                f"{r.min_members} for over member_grace_s={r.grace_s:g}s "
+                f"({where_codes_announce(r.members_dir)})"
             )

@@ -11,6 +11,7 @@ the modules that run a simulation never import the factory that makes them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import shlex
 import shutil
@@ -25,8 +26,19 @@ import gymnasium as gym
 
 from mtrl.coupling import curve
 from mtrl.plugins.external import sim_logs
+from mtrl.plugins.external.link import SECURITY_KWARGS
+from mtrl.plugins.external.members import MEMBER_KWARGS
 from mtrl.plugins.external.roster import ROSTER_KWARGS, Roster
 from mtrl.plugins.external.spaces_check import command_problem
+
+#: env_kwargs every external simulation takes besides its template's fields (``defaults``).
+OPTION_KWARGS = (
+    "step_timeout_s",
+    "copies_per_process",
+    *SECURITY_KWARGS,
+    *MEMBER_KWARGS,
+    *ROSTER_KWARGS,
+)
 
 
 def mpiexec() -> str:
@@ -92,6 +104,20 @@ class SimSettings:
         """Whether every env built has the declared spaces (a handshake that disagrees is
         refused), so that nothing needs to be launched to learn them."""
         return self.declared[0] is not None and self.declared[1] is not None
+
+    def kwargs_problem(self, env_kwargs: Mapping[str, Any]) -> str | None:
+        """Why ``env_kwargs`` are refused: keys neither in ``defaults`` nor options of every
+        simulation (:data:`OPTION_KWARGS`), each with the closest it takes; None when all are
+        taken (asked by ``mtrl validate`` and ``mtrl train``, and by every build)."""
+        unknown = sorted(set(env_kwargs) - set(self.defaults) - set(OPTION_KWARGS))
+        if not unknown:
+            return None
+        taken = [*self.defaults, *OPTION_KWARGS]
+        hints = [m for k in unknown for m in difflib.get_close_matches(k, taken, n=1)]
+        hint = f" (did you mean {' or '.join(map(repr, hints))}?)" if hints else ""
+        return (
+            f"unexpected env_kwargs {unknown}{hint}; this simulation takes {sorted(self.defaults)}"
+        )
 
     def members_problem(self, env_kwargs: Mapping[str, Any], num_envs: int) -> str | None:
         """Why ``env_kwargs``' member bounds (:mod:`.roster`) are refused for a batch of

@@ -21,8 +21,8 @@ from typing import Any
 
 from mtrl.plugins.external.env import ExternalBatchEnv
 from mtrl.plugins.external.link import SECURITY_KWARGS, check_transport
-from mtrl.plugins.external.members import MEMBER_KWARGS, MemberPolicy
-from mtrl.plugins.external.roster import ROSTER_KWARGS, Roster
+from mtrl.plugins.external.members import MemberPolicy
+from mtrl.plugins.external.roster import Roster
 from mtrl.plugins.external.settings import SimSettings
 
 
@@ -62,16 +62,9 @@ class ExternalSim(SimSettings):
     """
 
     def __call__(self, num_envs: int, seed: int = 0, **env_kwargs: Any) -> ExternalBatchEnv:
-        unknown = sorted(
-            set(env_kwargs)
-            - set(self.defaults)
-            - {"step_timeout_s", "copies_per_process", *SECURITY_KWARGS, *MEMBER_KWARGS}
-            - set(ROSTER_KWARGS)
-        )
-        if unknown:
-            raise TypeError(
-                f"unexpected env_kwargs {unknown}; this simulation takes {sorted(self.defaults)}"
-            )
+        problem = self.kwargs_problem(env_kwargs)
+        if problem:
+            raise TypeError(problem)
         security = {k: env_kwargs.pop(k) for k in SECURITY_KWARGS if k in env_kwargs}
         if "copies_per_process" in env_kwargs:  # one job per copy: members restart alone
             security["copies_per_process"] = env_kwargs.pop("copies_per_process")
