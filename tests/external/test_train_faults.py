@@ -44,6 +44,7 @@ def mtrl_register_envs(register):
     register.env("typo", typo, observation_space=OBS, action_space=ACT)
     other = ExternalSim(command="{{python}} {HERE / "other_version_sim.py"} {{address}}")
     register.env("other_version", other)  # no spaces declared: train asks the code for them
+    register.env("typo_undeclared", typo)
 """
 
 
@@ -116,16 +117,24 @@ def test_a_simulation_that_cannot_start_is_said_with_its_own_last_line(
     assert "No module named 'mtrl_sim_typo'" in log.read_text()
 
 
-def test_train_refuses_a_code_of_another_protocol_version_in_one_line(
-    site: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ("other_version", "peer speaks coupling protocol version 2, this side 1"),
+        ("typo_undeclared", "its last output line: ModuleNotFoundError: No module named"),
+    ],
+)
+def test_train_refuses_a_code_that_fails_when_asked_for_its_spaces_in_one_line(
+    site: Path, tmp_path: Path, env: str, said: str
 ) -> None:
-    """Spaces not declared, so train asks the code for them before the run starts. Was: the
-    ``ProtocolError`` of that handshake as a traceback, exit 1."""
-    res = _mtrl(site, "train", str(_config(tmp_path / "c.yaml", _task("faulty/other_version"))))
+    """Spaces not declared, so train starts the code to ask for them before the run starts.
+    Was: the handshake's error as a traceback, exit 1. The code's own last output line is
+    said though its log went with the env (no run directory yet)."""
+    res = _mtrl(site, "train", str(_config(tmp_path / "c.yaml", _task(f"faulty/{env}"))))
     (line,) = _errors(res)
     assert res.stderr.strip() == line
-    assert line.startswith("error: tasks[0] (faulty/other_version): the simulation could not start")
-    assert line.endswith("peer speaks coupling protocol version 2, this side 1")
+    assert line.startswith(f"error: tasks[0] (faulty/{env}): the simulation could not start")
+    assert said in line
     assert not (tmp_path / "runs").exists()
 
 
