@@ -124,7 +124,8 @@ def check_tune_metric(cfg: Any, plugins: Any, path: str) -> None:
 
 def _check_commands(cfg: Any, plugins: Any, path: str) -> None:
     """Refuse tasks whose env runs a program that is missing or not executable (an external
-    simulation's command), naming the task's line in the config."""
+    simulation's command) or is given env_kwargs it does not take, naming the line in the
+    config."""
     from mtrl.config.lines import config_location
     from mtrl.train.task_envs import command_problems, num_envs_problems
 
@@ -134,8 +135,8 @@ def _check_commands(cfg: Any, plugins: Any, path: str) -> None:
         for i, text in num_envs_problems(cfg, specs)
     ]
     problems += [
-        f"{config_location(path, ('tasks', i, 'env'))}: tasks[{i}].env: {text}"
-        for i, text in command_problems(cfg, specs)
+        f"{config_location(path, ('tasks', i, at))}: tasks[{i}].{at}: {text}"
+        for i, at, text in command_problems(cfg, specs)
     ]
     if problems:
         raise UserError("\n".join(problems), problems=problems)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
@@ -49,11 +50,20 @@ def env_kwargs(spec: EnvSpec, cfg: ExperimentConfig, i: int) -> dict[str, Any]:
 def build_env(spec: EnvSpec, cfg: ExperimentConfig, i: int, num_envs: int, seed: int) -> BatchEnv:
     """Task ``i``'s batch env of ``num_envs`` copies with its env_kwargs (errors name the
     task)."""
-    task = cfg.tasks[i]
     check_env_kwargs(cfg, i)
+    with task_errors(cfg, i):
+        return spec.build(num_envs, seed, **env_kwargs(spec, cfg, i))
+
+
+@contextmanager
+def task_errors(cfg: ExperimentConfig, i: int) -> Iterator[None]:
+    """Building task ``i``'s env inside: a refused kwarg or a simulation that cannot start
+    becomes one line naming the task (:class:`SimulationStartError`), and a simulation's logs
+    go to the task's folder."""
+    task = cfg.tasks[i]
     try:
-        with sim_logs.for_task(task.key):  # a simulation's logs go to the task's folder
-            return spec.build(num_envs, seed, **env_kwargs(spec, cfg, i))
+        with sim_logs.for_task(task.key):
+            yield
     except EnvKwargsError as e:
         raise EnvKwargsError(f"tasks[{i}].env_kwargs: {e}") from e
     except SimulationError as e:  # an external simulation's (mtrl/plugins/external)
@@ -85,14 +95,19 @@ def num_envs_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[t
     return found
 
 
-def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tuple[int, str]]:
-    """``(task index, problem)`` for each task whose env runs a program that is missing or not
-    executable (an external simulation's command, its template filled from the task's
-    env_kwargs), or whose bounds of members that join and leave are refused
-    (:mod:`mtrl.plugins.external.roster`). Other bad env_kwargs are left to building the env,
-    which names them."""
+def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tuple[int, str, str]]:
+    """``(task index, field, problem)`` for each task whose env_kwargs name a key its env does
+    not take (``env_kwargs``), or whose env runs a program that is missing or not executable
+    (an external simulation's command, its template filled from the task's env_kwargs), or
+    whose bounds of members that join and leave are refused
+    (:mod:`mtrl.plugins.external.roster`) (``env``). Found without starting anything; other
+    bad env_kwargs are left to building the env, which names them."""
     found = []
     for i, (task, spec) in enumerate(zip(cfg.tasks, specs, strict=True)):
+        unknown = getattr(spec.make, "kwargs_problem", None)
+        if callable(unknown) and (problem := unknown(task.env_kwargs)):
+            found.append((i, "env_kwargs", f"{task.env}: {problem}"))
+            continue
         check = getattr(spec.make, "command_problem", None)
         if not callable(check):
             continue
@@ -104,7 +119,7 @@ def command_problems(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> list[tu
         if not problem and callable(members):  # attached codes that join and leave
             problem = members(task.env_kwargs, task.num_envs)
         if problem:
-            found.append((i, f"{task.env}: {problem}"))
+            found.append((i, "env", f"{task.env}: {problem}"))
     return found
 
 
@@ -112,7 +127,7 @@ def check_commands(cfg: ExperimentConfig, specs: Sequence[EnvSpec]) -> None:
     """Raise :class:`UserError` (one line per task) for :func:`num_envs_problems` and
     :func:`command_problems`."""
     problems = [f"tasks[{i}].num_envs: {text}" for i, text in num_envs_problems(cfg, specs)]
-    problems += [f"tasks[{i}].env: {text}" for i, text in command_problems(cfg, specs)]
+    problems += [f"tasks[{i}].{at}: {text}" for i, at, text in command_problems(cfg, specs)]
     if problems:
         raise UserError("\n".join(problems), problems=problems)
 
@@ -142,7 +157,8 @@ def probe_spaces(spec: EnvSpec, cfg: ExperimentConfig, i: int) -> tuple[gym.Spac
     """Task ``i``'s spaces without a trainability check: the spec's, or those of the smallest
     env its kwargs build (``num_envs_multiple`` copies) when the kwargs may change them."""
     if not cfg.tasks[i].env_kwargs or declared_spaces_hold(spec):
-        return spec.observation_space, spec.action_space
+        with task_errors(cfg, i):  # undeclared spaces: the spec builds an env to learn them
+            return spec.observation_space, spec.action_space
     probe = build_env(spec, cfg, i, spec.num_envs_multiple, cfg.task_seed(i))
     try:
         return probe.single_observation_space, probe.single_action_space
@@ -178,9 +194,8 @@ def build_tasks(
 ) -> tuple[list[TaskSetup], list[BatchEnv | None]]:
     """Each task's setup for the actors, and the envs this process steps itself: serial-mode
     and Anakin tasks (None for the others, whose actors build their own). On a failure the
-    envs already built are closed before the error goes on. A task whose env's program is
-    missing is refused first (:func:`check_commands`)."""
-    check_commands(cfg, specs)
+    envs already built are closed before the error goes on. The caller refuses a task whose
+    env's program is missing first (:func:`check_commands`)."""
     serial = cfg.actors.mode == "serial"
     setups: list[TaskSetup] = []
     envs: list[BatchEnv | None] = []

@@ -53,7 +53,7 @@ from mtrl.train.progress import (
     task_results,
 )
 from mtrl.train.replica_decisions import ReplicaDecisions
-from mtrl.train.task_envs import build_tasks
+from mtrl.train.task_envs import build_tasks, check_commands
 from mtrl.train.unroll_queue import UnrollQueue
 
 
@@ -83,6 +83,7 @@ class Trainer:
         # Learner replicas (torchrun): each runs its own actors; only rank 0 logs and saves.
         self.ctx = DistContext.from_env()
         device = self.ctx.device(cfg.learner.device)
+        check_commands(cfg, self.specs)  # a missing program, an unknown env_kwargs key
         check_memory(cfg, self.specs, device, algorithms=plugins.algorithms)  # a clear refusal
         self.ctx.init(device)
         if not self.ctx.is_main:

@@ -58,6 +58,17 @@ def _environ(site: Path) -> dict[str, str]:
     return environ
 
 
+def _mtrl(site: Path, command: str, cfg: Path) -> subprocess.CompletedProcess[str]:
+    """``mtrl COMMAND CFG`` in a process of its own, with the ``joiners`` plugin."""
+    return subprocess.run(
+        [sys.executable, "-m", "mtrl.cli", command, str(cfg)],
+        capture_output=True,
+        text=True,
+        env=_environ(site),
+        timeout=LIMIT_S,
+    )
+
+
 def _config(path: Path, kwargs: str, steps: int = 1200, evaluate: int = 0) -> Path:
     path.write_text(
         f"name: joiners\ntotal_env_steps: {steps}\ntasks:\n  - env: joiners/drift\n"
@@ -158,24 +169,41 @@ def test_codes_join_late_and_leave_and_the_run_finishes(site: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("command", ["validate", "train"])
+@pytest.mark.parametrize("bad", ["bounds", "not a directory"])
 def test_bad_member_bounds_are_refused_in_one_line(
-    site: Path, tmp_path: Path, command: str
+    site: Path, tmp_path: Path, command: str, bad: str
 ) -> None:
-    kwargs = f"{{members_dir: {tmp_path / 'm'}, min_members: 3, max_members: 2}}"
+    """A members_dir that is a file was a ``NotADirectoryError`` traceback (exit 1) in train."""
+    folder = tmp_path / "m"
+    if bad == "bounds":
+        kwargs = f"{{members_dir: {folder}, min_members: 3, max_members: 2}}"
+        line = "tasks[0].env: joiners/drift: min_members (3) must not exceed max_members (2)"
+    else:
+        folder.write_text("not a directory\n")
+        kwargs = f"{{members_dir: {folder}}}"
+        line = f"tasks[0].env: joiners/drift: members_dir {folder} is not a directory"
     cfg = _config(tmp_path / "c.yaml", kwargs)
-    res = subprocess.run(
-        [sys.executable, "-m", "mtrl.cli", command, str(cfg)],
-        capture_output=True,
-        text=True,
-        env=_environ(site),
-        timeout=LIMIT_S,
-    )
+    res = _mtrl(site, command, cfg)
     assert res.returncode == 2, res.stdout + res.stderr
-    line = "tasks[0].env: joiners/drift: min_members (3) must not exceed max_members (2)"
     assert line in res.stderr
     assert "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_members_dir_no_code_made_says_so_when_train_gives_up_waiting(
+    site: Path, tmp_path: Path
+) -> None:
+    """No code ever announced itself: one line that says the directory does not exist (a
+    typo in its path, or codes pointed elsewhere), exit 2."""
+    folder = tmp_path / "membres"
+    cfg = _config(tmp_path / "c.yaml", f"{{members_dir: {folder}, member_grace_s: 1}}")
+    res = _mtrl(site, "train", cfg)
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("error: every task is quarantined"), line  # its actor's env failed
+    assert "0 of min_members=1 simulation codes attached within 1s" in line
+    assert f"codes announce themselves in {folder} (which does not exist" in line
 
 
 def test_too_few_codes_past_the_grace_stop_the_run_with_a_checkpoint(
@@ -186,13 +214,7 @@ def test_too_few_codes_past_the_grace_stop_the_run_with_a_checkpoint(
     kwargs = f"{{members_dir: {folder}, min_members: 1, max_members: 3, member_grace_s: 3}}"
     cfg = _config(tmp_path / "c.yaml", kwargs, steps=10_000_000)
     try:
-        res = subprocess.run(
-            [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
-            capture_output=True,
-            text=True,
-            env=_environ(site),
-            timeout=LIMIT_S,
-        )
+        res = _mtrl(site, "train", cfg)
     finally:
         if code.poll() is None:
             code.kill()

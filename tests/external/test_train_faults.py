@@ -1,7 +1,8 @@
 """What ``mtrl train`` and ``mtrl validate --check-envs`` say when a real simulation process
 fails: spaces that differ from the registration, a simulation that cannot start (a typo in the
-module it imports), a crash under serial actors. Each ends with exit 2, one line per problem
-and no traceback; a crash under serial actors leaves a checkpoint and says how to resume."""
+module it imports, a code of another protocol version), a crash under serial actors, and an
+env_kwargs key the simulation does not take. Each ends with exit 2, one line per problem and
+no traceback; a crash under serial actors leaves a checkpoint and says how to resume."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def mtrl_register_envs(register):
     register.env("each", each, observation_space=OBS, action_space=ACT)
     typo = ExternalSim(command='{{python}} -c "import mtrl_sim_typo" {{address}}')
     register.env("typo", typo, observation_space=OBS, action_space=ACT)
+    other = ExternalSim(command="{{python}} {HERE / "other_version_sim.py"} {{address}}")
+    register.env("other_version", other)  # no spaces declared: train asks the code for them
+    register.env("typo_undeclared", typo)
 """
 
 
@@ -111,6 +115,44 @@ def test_a_simulation_that_cannot_start_is_said_with_its_own_last_line(
     log = Path(re.search(r"\(whole log: (\S+)\)$", line).group(1))
     assert tmp_path in log.parents
     assert "No module named 'mtrl_sim_typo'" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ("other_version", "peer speaks coupling protocol version 2, this side 1"),
+        ("typo_undeclared", "its last output line: ModuleNotFoundError: No module named"),
+    ],
+)
+def test_train_refuses_a_code_that_fails_when_asked_for_its_spaces_in_one_line(
+    site: Path, tmp_path: Path, env: str, said: str
+) -> None:
+    """Spaces not declared, so train starts the code to ask for them before the run starts.
+    Was: the handshake's error as a traceback, exit 1. The code's own last output line is
+    said though its log went with the env (no run directory yet)."""
+    res = _mtrl(site, "train", str(_config(tmp_path / "c.yaml", _task(f"faulty/{env}"))))
+    (line,) = _errors(res)
+    assert res.stderr.strip() == line
+    assert line.startswith(f"error: tasks[0] (faulty/{env}): the simulation could not start")
+    assert said in line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "validate"])
+def test_an_env_kwargs_key_the_simulation_does_not_take_is_refused_with_the_closest(
+    site: Path, tmp_path: Path, command: str
+) -> None:
+    """Refused before any code starts, by ``mtrl validate`` too (it passed there; train named
+    the keys the trainer adds, not the user's), with the key meant."""
+    cfg = _config(tmp_path / "c.yaml", _task("faulty/drift", "{fualt: crash}"))
+    res = _mtrl(site, command, str(cfg))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.endswith(
+        "tasks[0].env_kwargs: faulty/drift: unexpected env_kwargs ['fualt'] (did you mean "
+        "'fault'?); this simulation takes ['at', 'fault', 'say']"
+    )
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_crash_under_serial_actors_ends_with_a_checkpoint_and_the_resume_command(

@@ -6,7 +6,7 @@ the learner see an ordinary :class:`~mtrl.plugins.BatchEnv`. Needs ``pip install
 'mtrl[external]'`` (pyzmq), imported only when such an env is built.
 """
 
-from mtrl.plugins.external.env import ExternalBatchEnv, ExternalSim
+from mtrl.plugins.external.env import ExternalBatchEnv
 from mtrl.plugins.external.link import (
     SimulationCrashed,
     SimulationDisconnected,
@@ -14,6 +14,7 @@ from mtrl.plugins.external.link import (
     SimulationReportedError,
     SimulationTimeout,
 )
+from mtrl.plugins.external.sim import ExternalSim
 from mtrl.plugins.external.spaces_check import (
     SimulationCommandError,
     SpaceMismatchError,

@@ -39,6 +39,15 @@ def last_output_line(log: Path | None) -> str:
     return ""
 
 
+def last_quoted_line(text: str) -> str:
+    """The last line of a simulation's output that ``text`` (a failure's message) quotes
+    (:func:`~mtrl.plugins.external.sim_logs.log_tail`), not mtrl's own notes; '' if none."""
+    lines = text.splitlines()
+    quoted = [line[len(QUOTE) :].strip() for line in lines if line.startswith(QUOTE.rstrip())]
+    quoted = [line for line in quoted if line and not line.startswith("[mtrl")]
+    return quoted[-1] if quoted else ""
+
+
 def one_line(error: BaseException, log: Path | None = None) -> str:
     """``error`` in one line: its message's first line, then, for a simulation's failure, the
     simulation's last output line and where its whole log is (``log``, else the one the error
@@ -48,7 +57,7 @@ def one_line(error: BaseException, log: Path | None = None) -> str:
         return f"{type(error).__name__}: {first}" if first else type(error).__name__
     first = (str(error).splitlines() or [type(error).__name__])[0]
     log = log or error.log
-    last = last_output_line(log)
+    last = last_output_line(log) or last_quoted_line(str(error))  # the log may be gone
     said = f"; its last output line: {last}" if last and last not in first else ""
     where = f" (whole log: {log})" if log is not None and Path(log).exists() else ""
     return f"{first}{said}{where}"
@@ -61,9 +70,8 @@ def condense(text: str) -> str:
     lines = text.splitlines()
     if not lines:
         return ""
-    quoted = [line[len(QUOTE) :].strip() for line in lines if line.startswith(QUOTE.rstrip())]
-    quoted = [line for line in quoted if line and not line.startswith("[mtrl")]
-    said = f"; its last output line: {quoted[-1]}" if quoted else ""
+    last = last_quoted_line(text)
+    said = f"; its last output line: {last}" if last else ""
     end = next((line for line in lines if line.startswith(TAIL_END)), "")
     where = ""
     if "(whole log: " in end:

@@ -13,7 +13,9 @@ longer than ``member_grace_s``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mtrl.coupling.protocol import SimulationError
@@ -36,6 +38,27 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def folder_problem(folder: str) -> str | None:
+    """Why ``members_dir`` cannot serve: a file there, or a directory this process cannot
+    write (each code is claimed by creating a file beside its announcement). A directory that
+    does not exist yet is fine: the first code to announce itself creates it."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        return f"members_dir {folder} is not a directory"
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        return (
+            f"members_dir {folder} is not writable by this user: mtrl claims each code that "
+            "announces itself there by writing a file beside its announcement"
+        )
+    return None
+
+
+def where_codes_announce(folder: str) -> str:
+    """Where the codes of an env that waits in vain announce themselves, said for its error."""
+    missing = "" if Path(folder).is_dir() else " (which does not exist: no code announced itself)"
+    return f"codes announce themselves in {folder}{missing}: docs/COUPLING.md, section 12"
+
+
 @dataclass(frozen=True)
 class Roster:
     """Where joining codes announce themselves, and how many the batch needs and holds."""
@@ -55,6 +78,9 @@ class Roster:
         folder = kwargs.get("members_dir")
         if not isinstance(folder, str) or not folder:
             return "min_members, max_members and member_grace_s need members_dir (a directory)"
+        place = folder_problem(folder)
+        if place:
+            return place
         low, high = kwargs.get("min_members", 1), kwargs.get("max_members", num_envs or 1)
         grace = kwargs.get("member_grace_s", 60.0)
         if not _int(low) or low < 1:
