@@ -1,6 +1,9 @@
 /* The C twin of drift_sim.py, written against the C client (mtrl_coupling.h): same dynamics,
  * same starts, so the coupling tests can check that both clients produce identical batches.
- * Usage: drift_sim ADDRESS [crash-at-step]. */
+ * Usage: drift_sim ADDRESS [crash-at-step] (mtrl launched it: connect to ADDRESS), or
+ * drift_sim --announce DIR [goodbye-at-step] (a member that joins a running training: bind any
+ * free loopback port, announce it in DIR, and at that step leave cleanly; it exits when the
+ * training is gone). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +21,20 @@ static const char *SPEC =
     " \"max_episode_steps\": 20}";
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s ADDRESS [crash-at-step]\n", argv[0]);
+    if (argc < 2 || (strcmp(argv[1], "--announce") == 0 && argc < 3)) {
+        fprintf(stderr, "usage: %s ADDRESS [crash-at-step] | --announce DIR [goodbye-at-step]\n",
+                argv[0]);
         return 2;
     }
-    long crash_at = argc > 2 ? atol(argv[2]) : 0, steps = 0;
-    mtrl_sim *s = mtrl_sim_open(argv[1], 0, 1.0);
+    int joins = strcmp(argv[1], "--announce") == 0;
+    long crash_at = argc > 2 + joins ? atol(argv[2 + joins]) : 0, steps = 0;
+    mtrl_sim *s = mtrl_sim_open(joins ? "tcp://127.0.0.1:*" : argv[1], joins, 1.0);
     if (!s) return 1;
+    if (joins && mtrl_sim_announce(s, argv[2]) != MTRL_OK) {
+        fprintf(stderr, "drift_sim: %s\n", mtrl_sim_last_error(s));
+        mtrl_sim_close(s);
+        return 1;
+    }
     int n = 0;
     int64_t seed = 0;
     float *x = NULL, *obs = NULL, *reward = NULL;
@@ -48,7 +58,11 @@ int main(int argc, char **argv) {
         }
         if (op == MTRL_RESET || op == MTRL_STEP) {
             const float *a = rq.actions;
-            if (op == MTRL_STEP && crash_at && ++steps == crash_at) abort();
+            if (op == MTRL_STEP && crash_at && ++steps == crash_at) {
+                if (!joins) abort();
+                mtrl_sim_withdraw(s); /* goodbye: leave without answering */
+                break;
+            }
             for (int i = 0; i < n; i++) {
                 int fresh = op == MTRL_RESET || rq.reset_mask[i];
                 reward[i] = 0.0f;

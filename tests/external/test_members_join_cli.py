@@ -91,6 +91,16 @@ def _code(folder: Path, tmp: Path, name: str, *extra: str) -> subprocess.Popen:
     )
 
 
+def _c_code(binary: Path, folder: Path, *extra: str) -> subprocess.Popen:
+    """The C drift simulation as a member that announces itself in ``folder``
+    (``mtrl_sim_announce``)."""
+    return subprocess.Popen(
+        [str(binary), "--announce", str(folder), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 class Lines:
     """The trainer's output lines, read as they come."""
 
@@ -166,6 +176,46 @@ def test_codes_join_late_and_leave_and_the_run_finishes(site: Path, tmp_path: Pa
     assert float(last["task/joiners/drift/member_leaves"]) == 1, last
     assert float(last["task/joiners/drift/member_vanished"]) == 1, last
     assert float(last["task/joiners/drift/members"]) == 1, last
+
+
+def test_c_codes_announce_themselves_and_one_says_goodbye(
+    site: Path, tmp_path: Path, c_drift_sim: Path
+) -> None:
+    """Two C codes (the C client's ``mtrl_sim_announce``) join through the members directory;
+    one leaves cleanly at its 100th step (``mtrl_sim_withdraw``): a goodbye, not a fault, and
+    the run goes on with the other until it is stopped."""
+    folder = tmp_path / "members"
+    codes = [_c_code(c_drift_sim, folder), _c_code(c_drift_sim, folder, "100")]
+    kwargs = f"{{members_dir: {folder}, min_members: 1, max_members: 3, member_grace_s: 120}}"
+    cfg = _config(tmp_path / "c.yaml", kwargs, steps=10_000_000)
+    train = subprocess.Popen(
+        [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environ(site),
+    )
+    lines = Lines(train)
+    end = time.monotonic() + LIMIT_S
+    try:
+        lines.wait("left (goodbye)", end)
+        train.send_signal(signal.SIGTERM)
+        train.wait(timeout=LIMIT_S)
+        out = lines.rest()
+        assert train.returncode == 128 + signal.SIGTERM, out
+    finally:
+        if train.poll() is None:
+            train.kill()
+        for p in codes:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+    assert "vanished" not in out, out
+    rows = list(csv.DictReader(next(tmp_path.glob("runs/*/metrics.csv")).open()))
+    last = {k: v for row in rows for k, v in row.items() if v not in ("", None)}
+    assert float(last["task/joiners/drift/member_joins"]) == 2, last
+    assert float(last["task/joiners/drift/member_leaves"]) == 1, last
+    assert float(last.get("task/joiners/drift/member_vanished", 0)) == 0, last
 
 
 @pytest.mark.parametrize("command", ["validate", "train"])

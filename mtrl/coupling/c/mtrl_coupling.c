@@ -3,11 +3,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "zmq.h"
 
@@ -32,6 +35,7 @@ struct mtrl_sim {
     size_t action_bytes;
     int bound;    /* bind = 1: attach mode */
     int had_peer; /* a request arrived once (bound sockets: a disconnect can then be it) */
+    char announced[4096]; /* the announcement file written by mtrl_sim_announce, or "" */
     char error[512];
 };
 
@@ -394,8 +398,127 @@ int mtrl_sim_reply_error(mtrl_sim *s, const char *message) {
 
 const char *mtrl_sim_last_error(const mtrl_sim *s) { return s ? s->error : "no simulation"; }
 
+/* Create dir and its missing parents (as mkdir -p). Returns 0 or -1 with errno set. */
+static int make_dirs(const char *dir) {
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0') continue;
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0777) < 0 && errno != EEXIST) return -1;
+        path[i] = c;
+    }
+    struct stat st;
+    if (stat(dir, &st) < 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* This machine's name as others reach it (its canonical name where the resolver knows one). */
+static void host_name(char *out, size_t n) {
+    struct addrinfo hints, *info = NULL;
+    if (gethostname(out, n) < 0) snprintf(out, n, "localhost");
+    out[n - 1] = '\0';
+    memset(&hints, 0, sizeof hints);
+    hints.ai_flags = AI_CANONNAME;
+    if (getaddrinfo(out, NULL, &hints, &info) == 0 && info && info->ai_canonname)
+        snprintf(out, n, "%s", info->ai_canonname);
+    if (info) freeaddrinfo(info);
+}
+
+/* endpoint as another machine reaches it: one bound on every interface under this host name. */
+static void reachable(const char *endpoint, char *out, size_t n) {
+    static const char *anywhere[] = {"://0.0.0.0:", "://[::]:"};
+    for (int k = 0; k < 2; k++) {
+        const char *at = strstr(endpoint, anywhere[k]);
+        if (!at) continue;
+        char host[256];
+        host_name(host, sizeof host);
+        snprintf(out, n, "%.*s://%s:%s", (int)(at - endpoint), endpoint, host,
+                 at + strlen(anywhere[k]));
+        return;
+    }
+    snprintf(out, n, "%s", endpoint);
+}
+
+/* A fresh name for an announcement: 32 hex digits from the kernel's random source. */
+static void fresh_name(char *out) {
+    unsigned char bytes[16];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    if (f) fclose(f);
+    if (got != sizeof bytes) { /* no /dev/urandom: the process and the clock */
+        unsigned long long mix = (unsigned long long)getpid() << 32;
+        mix ^= (unsigned long long)time(NULL);
+        for (size_t i = 0; i < sizeof bytes; i++)
+            bytes[i] = (unsigned char)((mix >> (8 * (i % 8))) ^ i);
+    }
+    for (size_t i = 0; i < sizeof bytes; i++) sprintf(out + 2 * i, "%02x", bytes[i]);
+}
+
+int mtrl_sim_announce(mtrl_sim *s, const char *dir) {
+    char endpoint[1024], address[1400], name[33], tmp[4096];
+    size_t len = sizeof endpoint;
+    if (!s->bound) {
+        set_error(s, "mtrl_sim_announce: only a bound socket (bind = 1) can be announced");
+        return MTRL_E_USAGE;
+    }
+    if (s->announced[0]) {
+        set_error(s, "mtrl_sim_announce: already announced as %s", s->announced);
+        return MTRL_E_USAGE;
+    }
+    if (zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, endpoint, &len) < 0) {
+        set_error(s, "mtrl_sim_announce: %s", zmq_strerror(zmq_errno()));
+        return MTRL_E_ZMQ;
+    }
+    reachable(endpoint, address, sizeof address);
+    if (make_dirs(dir) < 0) {
+        set_error(s, "mtrl_sim_announce: cannot make the directory %s: %s", dir, strerror(errno));
+        return MTRL_E_IO;
+    }
+    fresh_name(name);
+    int full = snprintf(s->announced, sizeof s->announced, "%s/%s.addr", dir, name);
+    int part = snprintf(tmp, sizeof tmp, "%s/.%s.addr.%d.tmp", dir, name, (int)getpid());
+    if (full >= (int)sizeof s->announced || part >= (int)sizeof tmp) {
+        s->announced[0] = '\0';
+        set_error(s, "mtrl_sim_announce: the directory's path is too long: %s", dir);
+        return MTRL_E_IO;
+    }
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fprintf(f, "%s\n", address) > 0;
+    ok = (f && fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, s->announced) < 0) { /* a reader never sees half a file */
+        set_error(s, "mtrl_sim_announce: cannot write %s: %s", s->announced, strerror(errno));
+        unlink(tmp);
+        s->announced[0] = '\0';
+        return MTRL_E_IO;
+    }
+    return MTRL_OK;
+}
+
+int mtrl_sim_withdraw(mtrl_sim *s) {
+    if (s && s->announced[0]) {
+        if (unlink(s->announced) < 0 && errno != ENOENT) {
+            set_error(s, "mtrl_sim_withdraw: cannot remove %s: %s", s->announced, strerror(errno));
+            return MTRL_E_IO;
+        }
+        s->announced[0] = '\0';
+    }
+    return MTRL_OK;
+}
+
 void mtrl_sim_close(mtrl_sim *s) {
     if (!s) return;
+    mtrl_sim_withdraw(s); /* first: mtrl reads the file's absence as a goodbye */
     drop_frames(s);
     if (s->sock) {
         zmq_socket_monitor(s->sock, NULL, 0);

@@ -43,7 +43,8 @@ enum {
     MTRL_E_TIMEOUT = -1,   /* nothing arrived within timeout_ms */
     MTRL_E_PEER_GONE = -2, /* the trainer disconnected or stopped answering heartbeats */
     MTRL_E_ZMQ = -3,       /* a ZeroMQ call failed; see mtrl_sim_last_error */
-    MTRL_E_USAGE = -4      /* a reply that does not fit the request (wrong order or size) */
+    MTRL_E_USAGE = -4,     /* a reply that does not fit the request (wrong order or size) */
+    MTRL_E_IO = -5         /* a file could not be written or removed; see mtrl_sim_last_error */
 };
 
 typedef struct mtrl_sim mtrl_sim;
@@ -91,7 +92,22 @@ int mtrl_sim_reply_error(mtrl_sim *s, const char *message);
 /* The last error's text (never NULL). */
 const char *mtrl_sim_last_error(const mtrl_sim *s);
 
-/* Close the socket and free everything. Safe on NULL. */
+/* Attach mode's members that join a running training (docs/COUPLING.md, "Members that join
+ * and leave"): after mtrl_sim_open(address, 1, ...) (e.g. "tcp://0.0.0.0:*", any free port),
+ * write <dir>/<fresh name>.addr holding the address mtrl reaches this socket at (the host's
+ * name for 0.0.0.0), atomically, creating dir if needed (the task's env_kwargs.members_dir;
+ * on a cluster, a shared file system). A training that watches dir attaches to this code as a
+ * new member of its batch. Returns MTRL_OK, MTRL_E_USAGE (not bound, or announced already),
+ * MTRL_E_ZMQ or MTRL_E_IO (see mtrl_sim_last_error). */
+int mtrl_sim_announce(mtrl_sim *s, const char *dir);
+
+/* Leave cleanly: remove the announcement (mtrl reads its absence, when the connection then
+ * drops, as a goodbye: the member's episodes are cut and its slot freed, no fault counted).
+ * Call it, then mtrl_sim_close, instead of answering the pending request. A code that dies
+ * without it is counted as vanished. mtrl_sim_close withdraws too. Safe when not announced. */
+int mtrl_sim_withdraw(mtrl_sim *s);
+
+/* Close the socket and free everything (withdrawing an announcement first). Safe on NULL. */
 void mtrl_sim_close(mtrl_sim *s);
 
 #ifdef __cplusplus
