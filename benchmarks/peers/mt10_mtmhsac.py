@@ -11,7 +11,9 @@ batch 1,280, one gradient step per 10 env steps, 40,000 random env steps first, 
 Adam 3e-4 with gradients clipped at 1, a learned temperature per task), only the env-step
 budget and the seed set here, records ``metrics.jsonl`` in mtrl's keys, and evaluates the final
 agent by mtrl's protocol (greedy, 50 episodes per task over its goals, success if any step
-succeeds) and by the authors' (see the runner's docstring for what differs).
+succeeds) and by the authors' (see the runner's docstring for what differs). The runner keeps
+the authors' checkpoints (one at each of their evaluations, every 200,000 env steps, replay
+included): a run stopped part-way goes on from its newest with ``--resume`` (same arguments).
 
     .venv-metaworld/bin/python benchmarks/peers/mt10_mtmhsac.py --seed-list 1 \\
         --total-env-steps 500000 --name mt10_mtmhsac_500k_s1
@@ -72,8 +74,10 @@ def run_seed(
     eval_episodes: int,
     record_every: int,
     warmstart: int | None,
+    resume: bool,
 ) -> dict[str, Any]:
-    """One seed in the peer venv; its ``result.json`` with the run dir and the command added."""
+    """One seed in the peer venv; its ``result.json`` with the run dir and the command added.
+    ``resume``: continue from the run dir's newest checkpoint, if there is one."""
     cmd = [
         str(python_of(PEER)),
         str(RUNNER),
@@ -90,10 +94,12 @@ def run_seed(
     ]
     if warmstart is not None:
         cmd += ["--warmstart-env-steps", str(warmstart)]
+    if resume:
+        cmd.append("--resume")
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **THREAD_ENV}
     t0 = time.perf_counter()
-    with (run_dir / "train.log").open("w") as log:
+    with (run_dir / "train.log").open("a" if resume else "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -121,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="override the authors' 40,000 random env steps (smoke runs only; recorded)",
     )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue each seed from its run dir's newest checkpoint (every 200k env steps)",
+    )
     ap.add_argument("--name", default=None, help="result name (learning_<name>.json)")
     ap.add_argument("--work-dir", type=Path, default=None, help="default runs/bench/<name>")
     ap.add_argument("--out-dir", type=Path, default=None, help="default docs/results")
@@ -140,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             args.eval_episodes,
             args.record_every,
             args.warmstart_env_steps,
+            args.resume,
         )
         runs.append(run)
         if run["error"]:

@@ -7,9 +7,11 @@ The algorithm, networks, replay and training loop are the authors' own
 their ``examples/multi_task/mtmhsac_mt10.py`` is (:func:`peer_config`); only the total env
 steps and the seed come from the command line. What this script adds, and why:
 
-* Their ``Run.start`` refuses to run without a GPU or TPU, so the script calls what it calls
-  (``MTSAC.initialize`` and ``train``) itself, without its orbax checkpoints (a run cannot be
-  resumed) and with wandb off.
+* Their ``Run.start`` refuses to run without a GPU or TPU, so the script does what it does
+  itself: ``MTSAC.initialize``, their orbax checkpoint manager (a checkpoint at each of their
+  evaluations, every 200,000 env steps; ``--resume`` restores the newest as ``Run`` does), and
+  ``train``, with wandb off. Their end-of-run extras (a final checkpoint, wandb artifacts) are
+  left out.
 * Their ``MetaworldConfig.spawn`` steps the ten tasks in ten subprocesses (``async``); here
   they are stepped in this process (``sync``) so that the run uses one core, like mtrl's
   serial-actor runs. Everything else about the envs is theirs (v2 reward, one-hot task ids,
@@ -50,8 +52,10 @@ import gymnasium as gym
 import jax
 import metaworld_algorithms.rl.algorithms.base as peer_base
 import numpy as np
+import orbax.checkpoint as ocp
 from metaworld.env_dict import MT10_V3
 from metaworld.evaluation import evaluation
+from metaworld_algorithms.checkpoint import get_checkpoint_restore_args, load_env_checkpoints
 from metaworld_algorithms.config.networks import ContinuousActionPolicyConfig, QValueFunctionConfig
 from metaworld_algorithms.config.nn import MultiHeadConfig
 from metaworld_algorithms.config.optim import OptimizerConfig
@@ -172,6 +176,22 @@ class TrainingRecorder(gym.vector.VectorWrapper):
             self.next_record += self.every
         return obs, rewards, terminations, truncations, infos
 
+    def resume_at(self, env_steps: int) -> None:
+        """Continue the records of an earlier attempt from ``env_steps`` (a checkpoint's): the
+        later records are dropped, and the clocks go on from the last one kept."""
+        kept = []
+        if self.path.exists():
+            lines = self.path.read_text().splitlines()
+            kept = [json.loads(ln) for ln in lines if ln]
+            kept = [r for r in kept if r["charts/env_steps"] <= env_steps]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        self.records = kept
+        self.env_steps = env_steps
+        self.next_record = (env_steps // self.every + 1) * self.every
+        if kept:
+            self.start -= kept[-1]["charts/elapsed_s"]
+            self.cpu_start -= kept[-1]["charts/cpu_s"]
+
     def write_record(self) -> None:
         """Append one record (mtrl's metric keys) to ``metrics.jsonl``."""
         rec: dict[str, Any] = {
@@ -207,6 +227,38 @@ def catch_peer_logs(recorder: TrainingRecorder) -> None:
         recorder.peer_logs["step"] = float(step)
 
     peer_base.log = log  # their module-level name, looked up at each call
+
+
+def checkpoint_manager(run_dir: Path, keep: int = 2) -> ocp.CheckpointManager:
+    """Their ``Run``'s orbax checkpoints (agent, env states, RNG states, metadata, replay) in
+    ``run_dir/checkpoints``, the newest ``keep`` kept. Their training loop saves one at each of
+    its evaluations (every 400 episodes: 200,000 env steps on MT10). Saved synchronously: with
+    orbax's default asynchronous save, the replay's nested JSON item (its RNG state) failed here
+    to find its temporary directory (FileNotFoundError), and the save with it."""
+    return ocp.CheckpointManager(
+        (run_dir / "checkpoints").absolute(),
+        item_names=("agent", "env_states", "rngs", "metadata", "buffer"),
+        options=ocp.CheckpointManagerOptions(
+            max_to_keep=keep, create=True, enable_async_checkpointing=False
+        ),
+    )
+
+
+def restore(
+    manager: ocp.CheckpointManager, agent: Any, cfg: dict, envs: Any
+) -> tuple[Any, Any, Any]:
+    """The newest checkpoint, as their ``Run.start`` restores it on ``resume``: the agent, the
+    envs' states, Python's and numpy's RNG states; with the metadata and the replay for their
+    ``train``. Nothing to restore: the agent as given and two Nones."""
+    step = manager.latest_step()
+    if step is None:
+        return agent, None, None
+    replay = agent.spawn_replay_buffer(cfg["env"], cfg["training"], cfg["seed"])
+    ckpt = manager.restore(step, args=get_checkpoint_restore_args(agent, replay))
+    load_env_checkpoints(envs, ckpt["env_states"])
+    random.setstate(ckpt["rngs"]["python_rng_state"])
+    np.random.set_state(ckpt["rngs"]["global_numpy_rng_state"])
+    return ckpt["agent"], ckpt["metadata"], ckpt["buffer"]
 
 
 def peer_config(seed: int, total_env_steps: int, warmstart_env_steps: int | None) -> dict:
@@ -308,10 +360,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="random env steps before learning (the authors' 40,000 unless set; smoke runs)",
     )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the run dir's newest checkpoint (one is saved every 200k env steps)",
+    )
     args = ap.parse_args(argv)
     args.run_dir.mkdir(parents=True, exist_ok=True)
     metrics = args.run_dir / "metrics.jsonl"
-    metrics.unlink(missing_ok=True)
+    if not args.resume:
+        metrics.unlink(missing_ok=True)
     cfg = peer_config(args.seed, args.total_env_steps, args.warmstart_env_steps)
     env_cfg, algo_cfg, training = cfg["env"], cfg["algorithm"], cfg["training"]
 
@@ -321,20 +379,32 @@ def main(argv: list[str] | None = None) -> int:
     SyncMetaworldConfig.recorder = envs
     catch_peer_logs(envs)
     agent = get_algorithm_for_config(algo_cfg).initialize(algo_cfg, env_cfg, seed=args.seed)
-    t0, c0 = time.perf_counter(), time.process_time()
+    manager = checkpoint_manager(args.run_dir)
+    metadata = replay = None
+    if args.resume:
+        agent, metadata, replay = restore(manager, agent, cfg, envs)
+    resumed_at = None if metadata is None else int(metadata["step"]) * envs.num_envs
+    if resumed_at is not None:
+        envs.resume_at(resumed_at)
+        print(f"resumed from the checkpoint at {resumed_at} env steps", flush=True)
     agent = agent.train(
         config=training,
         envs=envs,
         env_config=env_cfg,
         seed=args.seed,
         track=True,  # their logs go to catch_peer_logs's hook, not to wandb
-        checkpoint_manager=None,
+        checkpoint_manager=manager,
+        checkpoint_metadata=metadata,
+        buffer_checkpoint=replay,
         recording=None,
     )
-    train_wall_s = time.perf_counter() - t0
-    train_cpu_s = time.process_time() - c0
+    manager.wait_until_finished()
+    manager.close()
     if not envs.records or envs.records[-1]["charts/env_steps"] != envs.env_steps:
         envs.write_record()
+    # summed over the attempts of a resumed run (the clocks go on from the checkpoint's record)
+    train_wall_s = envs.records[-1]["charts/elapsed_s"]
+    train_cpu_s = envs.records[-1]["charts/cpu_s"]
     warm = training.warmstart_steps * envs.num_envs
     # The learning phase's rate, from the second record past the warm start on (the first
     # interval holds the compilation of the update).
@@ -362,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_wall_s": train_wall_s,
         "eval_wall_s": eval_wall_s,
         "train_cpu_s": train_cpu_s,
+        "resumed_at_env_steps": resumed_at,
         "env_steps_per_s": envs.env_steps / train_wall_s,
         "env_steps_per_s_learning": sps_learning,
         "env_steps_per_cpu_s_learning": sps_learning_cpu,
