@@ -43,6 +43,7 @@ import enum
 import importlib.metadata
 import json
 import random
+import shutil
 import time
 from collections import deque
 from pathlib import Path
@@ -368,8 +369,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.run_dir.mkdir(parents=True, exist_ok=True)
     metrics = args.run_dir / "metrics.jsonl"
-    if not args.resume:
-        metrics.unlink(missing_ok=True)
     cfg = peer_config(args.seed, args.total_env_steps, args.warmstart_env_steps)
     env_cfg, algo_cfg, training = cfg["env"], cfg["algorithm"], cfg["training"]
 
@@ -379,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     SyncMetaworldConfig.recorder = envs
     catch_peer_logs(envs)
     agent = get_algorithm_for_config(algo_cfg).initialize(algo_cfg, env_cfg, seed=args.seed)
+    if not args.resume:  # a fresh start: an earlier attempt's checkpoints would clash
+        shutil.rmtree(args.run_dir / "checkpoints", ignore_errors=True)
     manager = checkpoint_manager(args.run_dir)
     metadata = replay = None
     if args.resume:
@@ -387,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     if resumed_at is not None:
         envs.resume_at(resumed_at)
         print(f"resumed from the checkpoint at {resumed_at} env steps", flush=True)
+    else:  # a fresh start: an earlier attempt's records (if any) go
+        metrics.unlink(missing_ok=True)
     agent = agent.train(
         config=training,
         envs=envs,
