@@ -1,10 +1,13 @@
-"""Peer venvs (SB3, SB3 with MuJoCo or MinAtar, LeanRL, Sample Factory, PufferLib) in
-``benchmarks/peers/.venvs``.
+"""Peer venvs (SB3, SB3 with MuJoCo or MinAtar, LeanRL, Sample Factory, PufferLib, the
+Meta-World+ authors' metaworld-algorithms) in ``benchmarks/peers/.venvs`` (or the folder named by
+``MTRL_PEER_VENVS``, so that several work trees share one set of venvs).
 
 Each venv is built with pip in two steps: torch first (``torch==2.13.0``, the CPU wheel on this
 machine's disk, unless the peer pins another), then the peer with torch pinned to the same
 version, so pip never swaps torch. A stamp file holding the requirement list makes reruns a
-no-op. ``pufferlib_ocean`` is built from source instead (:func:`build_pufferlib_ocean`).
+no-op. ``pufferlib_ocean`` is built from source instead (:func:`build_pufferlib_ocean`), and so
+is ``metaworld_algorithms``, a JAX peer without torch on its own Python
+(:func:`build_metaworld_algorithms`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-VENVS = Path(__file__).resolve().parent / ".venvs"
+VENVS = Path(os.environ.get("MTRL_PEER_VENVS") or Path(__file__).resolve().parent / ".venvs")
 TORCH = "torch==2.13.0"
+#: The commit of rainx0r/metaworld-algorithms the ``metaworld_algorithms`` venv installs.
+METAWORLD_ALGORITHMS_COMMIT = "30c9991f5e1e6e119d3f98266add3828390a038e"
 
 #: name -> pip requirements (installed after torch, with torch pinned beside them).
 PEERS: dict[str, list[str]] = {
@@ -77,6 +82,29 @@ PEERS: dict[str, list[str]] = {
         "mtrl",
         "mtrl-pufferlib",
     ],
+    # The Meta-World+ authors' multi-task SAC in JAX (rainx0r/metaworld-algorithms, from a local
+    # clone at METAWORLD_ALGORITHMS_COMMIT, build_metaworld_algorithms) on JAX's CPU build: the
+    # versions of its uv.lock at that commit, except Meta-World, which is ours (3.1.1 from PyPI;
+    # the lock takes the authors' fork's master, 3.0.0, from GitHub) on our MuJoCo 3.3.0 (the
+    # lock's too). Its code needs Python 3.12 (``type`` statements, ``typing.override``).
+    "metaworld_algorithms": [
+        "jax[cpu]==0.10.0",
+        "jaxlib==0.10.0",
+        "flax==0.10.6",
+        "distrax==0.1.8",
+        "optax==0.2.4",
+        "chex==0.1.91",
+        "orbax-checkpoint==0.11.40",
+        "jaxtyping==0.3.2",
+        "tyro==0.9.20",
+        "wandb==0.27.0",
+        "scipy==1.15.3",
+        "numpy==2.2.5",
+        "gymnasium==1.1.1",
+        "mujoco==3.3.0",
+        "metaworld==3.1.1",
+        f"metaworld-algorithms @ {METAWORLD_ALGORITHMS_COMMIT} (local clone, --no-deps)",
+    ],
 }
 
 PUFFERLIB_SDIST = ("pufferlib", "3.0.0")
@@ -92,6 +120,13 @@ MTRL_REQUIREMENTS = [
 
 #: Peers whose wheels pin a torch other than :data:`TORCH`.
 TORCH_OF: dict[str, str] = {"pufferlib": "torch==2.9.0"}
+#: Peers that need no torch at all (their venvs are built without it).
+NO_TORCH = {"metaworld_algorithms"}
+#: Peers whose code needs another Python than the one building the venvs (name -> X.Y).
+PYTHON_OF: dict[str, str] = {"metaworld_algorithms": "3.12"}
+
+#: Where :func:`build_metaworld_algorithms` finds a git clone (bare or not) of that repository.
+METAWORLD_ALGORITHMS_SRC_ENV = "METAWORLD_ALGORITHMS_SRC"
 
 
 def python_of(name: str) -> Path:
@@ -100,8 +135,32 @@ def python_of(name: str) -> Path:
 
 
 def _stamp(name: str) -> str:
-    torch = TORCH_OF.get(name, TORCH)
-    return json.dumps({"python": sys.version.split()[0], "torch": torch, "reqs": PEERS[name]})
+    torch = None if name in NO_TORCH else TORCH_OF.get(name, TORCH)
+    python = PYTHON_OF.get(name, sys.version.split()[0])
+    return json.dumps({"python": python, "torch": torch, "reqs": PEERS[name]})
+
+
+def base_python(name: str) -> str:
+    """The interpreter that creates venv ``name``: this one, or the Python :data:`PYTHON_OF`
+    names, found on the PATH or among pyenv's versions (the machine image has pyenv's)."""
+    version = PYTHON_OF.get(name)
+    if version is None:
+        return getattr(sys, "_base_executable", sys.executable)
+    candidates = [shutil.which(f"python{version}")]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates += sorted(str(p) for p in pyenv.glob(f"{version}.*/bin/python{version}"))
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        probe = subprocess.run(
+            [candidate, "-c", "import sys, venv; print(sys.executable)"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.returncode == 0:
+            return probe.stdout.strip()
+    raise RuntimeError(f"peer {name!r} needs Python {version}, and none was found")
 
 
 def ensure(name: str, log: Callable[[str], object] = print) -> float:
@@ -114,13 +173,15 @@ def ensure(name: str, log: Callable[[str], object] = print) -> float:
     log(f"building peer venv {name!r} in {root} (once; a few minutes) ...")
     if root.exists():
         shutil.rmtree(root)
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(root)], check=True)
+    subprocess.run([base_python(name), "-m", "venv", str(root)], check=True)
     pip = [str(python_of(name)), "-m", "pip", "install", "-q", "--no-input"]
     torch = TORCH_OF.get(name, TORCH)
-    subprocess.run([*pip, torch], check=True)
+    if name not in NO_TORCH:
+        subprocess.run([*pip, torch], check=True)
     if name == "pufferlib_ocean":
         build_pufferlib_ocean(pip, torch, log)
+    elif name == "metaworld_algorithms":
+        build_metaworld_algorithms(pip, log)
     else:
         subprocess.run([*pip, *PEERS[name], torch], check=True)
     subprocess.run([str(python_of(name)), "-m", "pip", "check"], check=False)
@@ -174,6 +235,35 @@ def build_pufferlib_ocean(pip: list[str], torch: str, log: Callable[[str], objec
     subprocess.run([*pip, *MTRL_REQUIREMENTS, "pytest", torch], check=True)
     plugin = ROOT / "plugins_contrib" / "mtrl-pufferlib"
     subprocess.run([*pip, "--no-deps", str(ROOT), str(plugin)], check=True)
+
+
+def build_metaworld_algorithms(pip: list[str], log: Callable[[str], object]) -> None:
+    """The Meta-World+ authors' metaworld-algorithms at :data:`METAWORLD_ALGORITHMS_COMMIT`,
+    with JAX's CPU build and the pins of :data:`PEERS`, into the venv of ``pip``.
+
+    Its source is the commit taken out of a git clone (bare or not) of
+    rainx0r/metaworld-algorithms named by ``METAWORLD_ALGORITHMS_SRC`` (it is on no package
+    index; this machine reaches no git host). The package goes in without its own requirements:
+    its ``pyproject.toml`` asks for ``metaworld`` (a git fork, through uv's sources) and the
+    accelerator extras, which the pins here stand for."""
+    src = os.environ.get(METAWORLD_ALGORITHMS_SRC_ENV)
+    if not src:
+        raise RuntimeError(
+            f"set {METAWORLD_ALGORITHMS_SRC_ENV} to a git clone of rainx0r/metaworld-algorithms "
+            f"holding commit {METAWORLD_ALGORITHMS_COMMIT}"
+        )
+    reqs = [r for r in PEERS["metaworld_algorithms"] if "(" not in r]
+    subprocess.run([*pip, *reqs], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = ["metaworld_algorithms", "pyproject.toml", "README.md", "LICENSE"]
+        archive = subprocess.run(
+            ["git", "-C", src, "archive", METAWORLD_ALGORITHMS_COMMIT, *paths],
+            capture_output=True,
+            check=True,
+        )
+        log(f"installing metaworld-algorithms {METAWORLD_ALGORITHMS_COMMIT[:7]} from {src}")
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        subprocess.run([*pip, "--no-deps", tmp], check=True)
 
 
 def build_seconds(name: str) -> float | None:
