@@ -6,6 +6,7 @@ experiment's ``replay:`` section into a task's sampler for every replay-based ru
 """
 
 from mtrl.replay.build import (
+    actor_routes,
     annealed_beta,
     make_sampler,
     replay_metrics,
@@ -34,6 +35,7 @@ __all__ = [
     "TransitionBatch",
     "TransitionStorage",
     "UniformSampler",
+    "actor_routes",
     "annealed_beta",
     "make_sampler",
     "replay_metrics",
