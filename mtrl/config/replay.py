@@ -63,8 +63,8 @@ class ShardsConfig(ConfigModel):
     num_cpus: NonNegativeFloat = 0.0
     """CPUs each shard reserves in Ray. Shard ``i`` (of each task) goes to the ``i mod
     hosts``-th of the nodes with CPUs that offer ``num_cpus`` and ``resources`` (node ids
-    sorted; a head node without CPUs is never one), where the actors run; placed softly, so a
-    full or lost node's shard goes elsewhere."""
+    sorted; a head node without CPUs is never one), where the actors run; a shard that its
+    node cannot take within a minute (full, or lost) goes wherever Ray has room."""
     resources: dict[str, PositiveFloat] = Field(default_factory=dict)
     """Custom Ray resources each shard asks for (e.g. the one the actor nodes offer)."""
     prefetch: bool = True

@@ -68,6 +68,9 @@ HELD_UNROLLS = 64
 """With ``waits: actors``: unrolls a task's front holds back at most; past it the oldest goes in
 anyway (an overrun)."""
 
+PLACE_TIMEOUT_S = 60.0
+"""How long a shard may take to start on its node before it is started wherever Ray puts it."""
+
 Key = tuple[int | None, int]
 """A shard: (its task with ``layout: per_task``, None with ``mixed``; its number)."""
 
@@ -75,7 +78,7 @@ Key = tuple[int | None, int]
 class ShardGroup:
     """The shard actors of one learner's replays, started on first use, restarted when lost.
 
-    Shard ``i`` (of each task) is placed softly on the ``i mod hosts``-th host
+    Shard ``i`` (of each task) is placed on the ``i mod hosts``-th host
     (:func:`~mtrl.replay.shard_math.shard_hosts`: the nodes with CPUs that offer what a shard
     asks), so the actors there can write to it; :meth:`route` tells a task's actors which of
     its shards serves their node."""
@@ -118,22 +121,38 @@ class ShardGroup:
         return min(live, key=lambda n: (others.count(n), n)) if live else None
 
     def _start(self, key: Key) -> Any:
+        """Start shard ``key`` on its target node (held there: Ray's soft affinity let a shard
+        asking for no CPUs land on any node), or — no target, or the target cannot take it
+        within :data:`PLACE_TIMEOUT_S` (full, or just lost) — wherever Ray spreads it."""
         node = self._target(key)
+        handle = self._launch(node)
+        try:
+            where = self.ray.get(handle.where.remote(), timeout=PLACE_TIMEOUT_S)
+        except Exception:
+            if node is None:
+                raise
+            with contextlib.suppress(Exception):
+                self.ray.kill(handle, no_restart=True)
+            handle = self._launch(None)
+            where = self.ray.get(handle.where.remote())
+        self.handles[key] = handle
+        self.generation[key] = self.generation.get(key, -1) + 1
+        self.node_of[key] = where[0]
+        return handle
+
+    def _launch(self, node: str | None) -> Any:
+        """A new shard actor held to ``node`` (None: spread by Ray)."""
         strategy: Any = "SPREAD"
         if node is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=True)
-        handle = self._remote.options(
+            strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        return self._remote.options(
             num_cpus=self.cfg.num_cpus,
             resources=dict(self.cfg.resources),
             scheduling_strategy=strategy,
             max_restarts=0,
         ).remote(self.replay)
-        self.handles[key] = handle
-        self.generation[key] = self.generation.get(key, -1) + 1
-        self.node_of[key], _ = self.ray.get(handle.where.remote())
-        return handle
 
     def handle(self, key: Key) -> Any:
         return self.handles[key] if key in self.handles else self._start(key)

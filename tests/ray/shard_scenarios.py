@@ -142,27 +142,21 @@ def shard_lost_mid_run() -> dict[str, Any]:
     }
 
 
-def sac_trains_on_shards(algorithm: str = "sac") -> dict[str, Any]:
-    """A real run: two CartPole tasks, Ray actors, ``algorithm`` with per-task shards."""
+def _two_cartpoles(actors: str, num_actors: int, replay: str, algorithm: str, rule: str) -> Any:
+    """A config of two CartPole tasks of 4 envs with the ``actors:`` and ``replay:`` sections
+    given (YAML flow), ``num_actors`` actors, ``algorithm`` and its ``rule`` settings line."""
     from mtrl.config import parse_config
-    from mtrl.replay import ShardedTaskReplay, replay_metrics
-    from mtrl.train.trainer import Trainer
 
-    rule = (
-        "sac: {batch_size: 32, learning_starts: 64, replay_ratio: 1}"
-        if algorithm == "sac"
-        else "impala_replay: {proportion: 0.5}"
-    )
-    cfg = parse_config(
+    return parse_config(
         f"""
 name: shards
 total_env_steps: 1000000
 tasks:
   - {{env: gymnasium/CartPole-v1, name: a, num_envs: 4}}
   - {{env: gymnasium/CartPole-v1, name: b, num_envs: 4}}
-actors: {{mode: ray, ray: {{num_cpus: 2}}}}
-scheduler: {{num_actors: 2}}
-replay: {{capacity: 2000, shards: {{count: 2, layout: per_task}}}}
+actors: {actors}
+scheduler: {{num_actors: {num_actors}}}
+replay: {replay}
 learner:
   algorithm: {algorithm}
   unroll_length: 8
@@ -171,6 +165,25 @@ learner:
   {rule}
 """
         + QUIET
+    )
+
+
+def sac_trains_on_shards(algorithm: str = "sac") -> dict[str, Any]:
+    """A real run: two CartPole tasks, Ray actors, ``algorithm`` with per-task shards."""
+    from mtrl.replay import ShardedTaskReplay, replay_metrics
+    from mtrl.train.trainer import Trainer
+
+    rule = (
+        "sac: {batch_size: 32, learning_starts: 64, replay_ratio: 1}"
+        if algorithm == "sac"
+        else "impala_replay: {proportion: 0.5}"
+    )
+    cfg = _two_cartpoles(
+        "{mode: ray, ray: {num_cpus: 2}}",
+        2,
+        "{capacity: 2000, shards: {count: 2, layout: per_task}}",
+        algorithm,
+        rule,
     )
     want = 3000
 
@@ -207,7 +220,6 @@ def sac_inserts_at_actors(waits: str = "actors") -> dict[str, Any]:
     worker), Ray actors storing their unrolls in their own node's shard: what reached the
     learner, where each shard's data came from, the rate limiter's waits. With
     ``waits: actors`` shard 0 is then killed mid-run and the run goes on."""
-    from mtrl.config import parse_config
     from mtrl.replay import replay_metrics
     from mtrl.train.trainer import Trainer
 
@@ -219,24 +231,12 @@ def sac_inserts_at_actors(waits: str = "actors") -> dict[str, Any]:
         else "{samples_per_insert: 0.5, min_size_to_sample: 64, error_buffer: 64, "
         "waits: learner, max_wait_s: 2}"
     )
-    cfg = parse_config(
-        f"""
-name: inserts
-total_env_steps: 1000000
-tasks:
-  - {{env: gymnasium/CartPole-v1, name: a, num_envs: 4}}
-  - {{env: gymnasium/CartPole-v1, name: b, num_envs: 4}}
-actors: {{mode: ray}}
-scheduler: {{num_actors: 4}}
-replay: {{capacity: 4000, shards: {{count: 2, rate_limit: {limit}}}}}
-learner:
-  algorithm: sac
-  unroll_length: 8
-  batch_size: 8
-  model: {{encoder_dim: 16, torso: [16]}}
-  sac: {{batch_size: 32, learning_starts: 64, replay_ratio: 1, normalize_obs: true}}
-"""
-        + QUIET
+    cfg = _two_cartpoles(
+        "{mode: ray}",
+        4,
+        f"{{capacity: 4000, shards: {{count: 2, rate_limit: {limit}}}}}",
+        "sac",
+        "sac: {batch_size: 32, learning_starts: 64, replay_ratio: 1, normalize_obs: true}",
     )
     seen: dict[str, Any] = {}
 
