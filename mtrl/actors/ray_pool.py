@@ -19,8 +19,9 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
   arrive inline with the reply — and the learner only reads them.
 * **Or into a replay shard on the actor's node** (sharded replay, :meth:`RayPool.set_shard_routes`):
   the actor stores the unroll there and the call returns a
-  :class:`~mtrl.actors.shard_insert.ShardedUnroll` in the buffer's place. The pool counts what
-  reached the learner (``actors/summaries``, ``actors/unroll_bytes``).
+  :class:`~mtrl.actors.shard_insert.ShardedUnroll` in the buffer's place, which holds no slot
+  (the learner keeps no data of it; the replay's rate limiter is what holds such actors back).
+  The pool counts what reached the learner (``actors/summaries``, ``actors/unroll_bytes``).
 * **Faults** (as :class:`~mtrl.actors.pool.ParallelPool`, docs/FAULTS.md): an env that raises
   or returns NaN arrives as the call's exception; a killed actor process or a lost node as
   Ray's actor-died error; a call running ``step_timeout_s`` past the actor's usual unroll time
@@ -370,13 +371,15 @@ class RayPool:
         now = time.monotonic()
         a.last_done = now
         a.walls.append(info.wall_seconds)
-        a.held += 1
         self.faults[a.spec.task].record_unroll(now)
         buf: UnrollBuffer | ShardedUnroll
         if isinstance(data, ShardedUnroll):
+            # Stored in its shard: the learner holds no data of it, so the slot is free now
+            # (the rate limiter, not the learner's pace, holds the actors back).
             self.summaries += 1
             buf = data
         else:
+            a.held += 1
             buf = UnrollBuffer(task=a.spec.task, **data)
             self.unroll_bytes += array_bytes(data)
         self._submit(a)
@@ -398,8 +401,8 @@ class RayPool:
 
     def release(self, unroll: ReadyUnroll) -> None:
         a = self._actors.get(unroll.actor_id)
-        if a is None:
-            return
+        if a is None or isinstance(unroll.buffer, ShardedUnroll):
+            return  # a summary held no slot
         a.held = max(a.held - 1, 0)
         self._submit(a)
 

@@ -11,6 +11,7 @@ from mtrl.replay.build import (
     make_sampler,
     replay_metrics,
     set_beta,
+    set_wait_hook,
     task_replay,
 )
 from mtrl.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, sequence_priorities
@@ -41,5 +42,6 @@ __all__ = [
     "replay_metrics",
     "sequence_priorities",
     "set_beta",
+    "set_wait_hook",
     "task_replay",
 ]

@@ -10,7 +10,7 @@ rule does not know which it has); :func:`replay_metrics` reports what only a sha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mtrl.actors.shard_insert import ShardRoute
@@ -26,6 +26,7 @@ __all__ = [
     "make_sampler",
     "replay_metrics",
     "set_beta",
+    "set_wait_hook",
     "shard_group",
     "task_replay",
 ]
@@ -52,6 +53,14 @@ def task_replay(
     if replay.shards is not None:
         return ShardedTaskReplay(storage, replay, shard_group(replay))
     return TaskReplay(storage, make_sampler(replay, storage.capacity))
+
+
+def set_wait_hook(replays: Sequence[Any], hook: Callable[[], None] | None) -> None:
+    """Have the sharded ones of ``replays`` call ``hook`` while a draw waits for the actors'
+    inserts (:attr:`ShardedTaskReplay.while_waiting`)."""
+    for r in replays:
+        if isinstance(r, ShardedTaskReplay):
+            r.while_waiting = hook
 
 
 def actor_routes(replays: Sequence[Any], replay: ReplayConfig) -> list[ShardRoute | None] | None:

@@ -39,6 +39,7 @@ import contextlib
 import copy
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -283,6 +284,9 @@ class ShardedTaskReplay:
             "learner_inserts": 0.0,
         }
         self.actors_insert = False  # actors were told where to insert (:meth:`route`)
+        self.while_waiting: Callable[[], None] | None = None
+        """Called as a draw waits for the actors' inserts (the trainer takes their finished
+        unrolls in, so they get their next ones to do: actors wait on the learner's loop)."""
 
     # -- keeping the shards' stats -----------------------------------------------------------
 
@@ -444,6 +448,8 @@ class ShardedTaskReplay:
             if not self.actors_insert or waited >= self.cfg.rate_limit.max_wait_s:
                 self.waits["rate_overruns"] += 1
                 break
+            if self.while_waiting is not None:
+                self.while_waiting()
             time.sleep(pause)
             pause = min(pause * 2, LAST_POLL_S)
             self.refresh()

@@ -3,15 +3,15 @@ each task's Ray actors store their unrolls, the pool tells the actors, and what 
 learner is a :class:`~mtrl.actors.shard_insert.ShardedUnroll` (a summary) where it used to be
 the unroll's arrays.
 
-A learner takes part by having ``shard_routes()`` (:class:`ShardFedLearner`: SAC, which draws
-only from its replay); a pool by having ``set_shard_routes`` (:class:`~mtrl.actors.
-pool_protocol.ShardFedPool`: the Ray pools). Either missing, nothing changes: the unrolls come
-to the learner, which inserts them.
+A learner takes part by having ``shard_routes()`` and ``set_wait_hook()``
+(:class:`ShardFedLearner`: SAC, which draws only from its replay); a pool by having
+``set_shard_routes`` (:class:`~mtrl.actors.pool_protocol.ShardFedPool`: the Ray pools). Either
+missing, nothing changes: the unrolls come to the learner, which inserts them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -32,16 +32,27 @@ class ShardFedLearner(Protocol):
         """Per task, where its actors store unrolls; None: the unrolls come to the learner."""
         ...
 
+    def set_wait_hook(self, hook: Callable[[], None] | None) -> None:
+        """Call ``hook`` while a draw waits for the actors' inserts."""
+        ...
+
 
 class ShardFeed:
     """Keeps the pool's shard routes the learner's: set before the first actor starts, and
     again whenever a shard was started again (a route's version changed)."""
 
-    def __init__(self, learner: Any, pool: Any) -> None:
+    def __init__(
+        self, learner: Any, pool: Any, while_waiting: Callable[[], None] | None = None
+    ) -> None:
+        """``while_waiting``: what the trainer does while the learner waits for the actors'
+        inserts (takes their finished unrolls in, so they go on: their calls come from the
+        trainer's loop)."""
         self.learner = learner if isinstance(learner, ShardFedLearner) else None
         self.pool = pool if isinstance(pool, ShardFedPool) else None
         self._versions: list[int | None] | None = None
         self.refresh()
+        if self.active and self.learner is not None:
+            self.learner.set_wait_hook(while_waiting)
 
     @property
     def active(self) -> bool:

@@ -158,7 +158,7 @@ class Trainer:
                     envs[i] = None
             pool = self.pool = make_pool(cfg, actor_tasks, envs, self.model)
             # Before the first actor starts: where Ray actors store their unrolls.
-            self.shard_feed = ShardFeed(self.learner, pool)
+            self.shard_feed = ShardFeed(self.learner, pool, self._take_in_ready)
             apply_initial(pool, self.rebalancer, self.queue)
             # Last: a tracker that cannot start (TensorBoard asked for, not installed) stops
             # the run here, and the envs, actors and run directory above are let go.
@@ -358,6 +358,15 @@ class Trainer:
             time.perf_counter() - self._zero_s,
         )
         self.on_unroll(ru.task, info)
+
+    def _take_in_ready(self) -> None:
+        """The actors' finished unrolls counted and queued for the next update, without
+        waiting: called while the learner waits for the actors' inserts (``rate_limit.waits:
+        learner``), so that they get their next unrolls to do meanwhile."""
+        assert self.pool is not None
+        for ru in self.pool.get(timeout=0.0):
+            self._accept(ru)
+            self.queue.add(ru)
 
     def on_unroll(self, task: int, info: UnrollInfo) -> None:
         """Called after each actor unroll of ``task`` is counted in :attr:`progress` (before

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,7 @@ from mtrl.replay import (
     actor_routes,
     replay_metrics,
     set_beta,
+    set_wait_hook,
     task_replay,
 )
 
@@ -228,6 +229,11 @@ class SacLearner:
         ``actor_inserts``: SAC draws only from its replay, so the unrolls need not come
         here); None: they come here."""
         return actor_routes(self.replays, self.cfg.replay)
+
+    def set_wait_hook(self, hook: Callable[[], None] | None) -> None:
+        """Call ``hook`` while a draw waits for the actors' inserts (``rate_limit.waits:
+        learner``): the trainer takes their finished unrolls in meanwhile."""
+        set_wait_hook(self.replays, hook)
 
     def update(self, batches: Sequence[TaskBatch | ShardedUnroll]) -> dict[str, float]:
         """Store ``batches`` (a :class:`ShardedUnroll` is stored already: its shard's answer
