@@ -8,6 +8,7 @@ learner's own statistics)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from gymnasium import spaces
 
 from mtrl.actors.shard_insert import ShardRoute, ShardWriter, array_bytes, obs_moments
@@ -126,3 +127,33 @@ def test_an_actor_writes_only_to_its_own_nodes_shards_and_counts_the_data_it_wou
     buf = unroll(0, np.random.default_rng(3))
     arrays = {"obs": buf.obs, "actions": buf.actions, "core_state": None, "d": {"x": buf.valid}}
     assert array_bytes(arrays) == buf.obs.nbytes + buf.actions.nbytes + buf.valid.nbytes
+
+
+def test_the_preflight_refuses_shards_a_node_cannot_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SAC's replay estimate (its registration's) over the shards' hosts, against each node's
+    Ray memory: the cluster's answer is the one thing stood in for (no Ray here)."""
+    from mtrl.config import parse_config
+    from mtrl.errors import UserError
+    from mtrl.plugins import get_plugins
+    from mtrl.train import shard_memory
+
+    cfg = parse_config(
+        """
+tasks:
+  - {env: gymnasium/CartPole-v1, name: a}
+  - {env: gymnasium/CartPole-v1, name: b}
+actors: {mode: ray}
+replay: {capacity: 1000000, shards: {count: 2}}
+learner: {algorithm: sac}
+"""
+    )
+    specs = [get_plugins().env_spec(t.env) for t in cfg.tasks]
+    nodes = {"head": {"memory": 1e12}, "w1": {"CPU": 2.0, "memory": 4e10}, "w2": {"CPU": 2.0}}
+    monkeypatch.setattr(shard_memory, "live_nodes_by_id", lambda: nodes)
+    monkeypatch.setattr(shard_memory, "this_node", lambda: "head")
+    per_node = shard_memory.check_shard_memory(cfg, specs)
+    assert set(per_node) == {"w1", "w2"} and per_node["w1"] == per_node["w2"] > 0
+    nodes["w1"]["memory"] = per_node["w1"] - 1
+    with pytest.raises(UserError) as err:
+        shard_memory.check_shard_memory(cfg, specs)
+    assert "\n" not in str(err.value) and "node w1" in str(err.value)
