@@ -34,6 +34,7 @@ from mtrl.actors.pool import ParallelPool, TaskSetup, actor_changes
 from mtrl.actors.ray_cluster import this_node
 from mtrl.actors.ray_pool import RayPool
 from mtrl.actors.server import ActorEvent, ReadyUnroll
+from mtrl.actors.shard_insert import ShardRoute
 from mtrl.config.placement import RayConfig, TaskPlacement
 
 #: Seconds each wait on the local pool's unrolls lasts before the Ray actors' are checked.
@@ -158,8 +159,16 @@ class HybridPool:
         if local:
             per_node[self._node] += local
         out: dict[str, float] = {"actors/nodes": float(len(per_node)), "actors/local": float(local)}
+        remote = self.remote.metrics()
+        for name in ("actors/summaries", "actors/unroll_bytes"):
+            out[name] = remote[name]
         out.update({f"actors/node/{n[:12]}": float(c) for n, c in per_node.items()})
         return out
+
+    def set_shard_routes(self, routes: list[ShardRoute | None]) -> None:
+        """The Ray actors store their unrolls in their nodes' shards; the local ones keep
+        sending theirs through shared memory (the learner inserts those)."""
+        self.remote.set_shard_routes(routes)
 
     # -- the trainer's loop -------------------------------------------------------------------
     def get(self, timeout: float = 1.0) -> list[ReadyUnroll]:

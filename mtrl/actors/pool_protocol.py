@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from mtrl.actors.occupancy import ActorOccupancy
     from mtrl.actors.pool import TaskSetup
     from mtrl.actors.server import ActorEvent, ReadyUnroll
+    from mtrl.actors.shard_insert import ShardRoute
 
 
 @runtime_checkable
@@ -100,4 +101,14 @@ class ClusterPool(ScalablePool, Protocol):
     def no_actor_reasons(self) -> dict[int, str]:
         """Per task that wants actors and has none running now, why (the cluster has no room
         for it): the final table's reason for a task that made no steps."""
+        ...
+
+
+@runtime_checkable
+class ShardFedPool(ActorPool, Protocol):
+    """A pool whose actors can store their unrolls in replay shards on their own nodes (Ray),
+    handing the learner a :class:`~mtrl.actors.shard_insert.ShardedUnroll` instead."""
+
+    def set_shard_routes(self, routes: list[ShardRoute | None]) -> None:
+        """Per task, the shards its actors store unrolls in (None: they send them here)."""
         ...

@@ -8,6 +8,11 @@ boundary, and stamps every step with the version that acted, so the learner meas
 V-trace corrects it. Two buffers alternate: Ray serialises the returned one after the call, and
 the next call carries its bootstrap observation into the other.
 
+With sharded replay and a rule that draws only from its replay, the actor is given its task's
+:class:`~mtrl.actors.shard_insert.ShardRoute`: it stores each unroll in a shard on its own
+node and returns a :class:`~mtrl.actors.shard_insert.ShardedUnroll` (a few numbers) instead
+of the arrays.
+
 An env failure propagates out of :meth:`unroll` as the env's own exception (Ray wraps it); the
 pool reads the kind from it (:func:`mtrl.actors.worker.fault_kind`) and replaces the actor.
 """
@@ -28,6 +33,7 @@ from mtrl.actors import protocol as P
 from mtrl.actors.core_states import CoreStates
 from mtrl.actors.inference import InferenceModel
 from mtrl.actors.runner import EnvStepper
+from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute, ShardWriter
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.actors.worker import ACTOR_PROCESS_ENV, ActorJob
 
@@ -83,9 +89,11 @@ class RemoteActor:
         self.stepper: EnvStepper | None = None
         self.buffers: list[UnrollBuffer] = []
         self.turn = 0
+        self.writer: ShardWriter | None = None
 
-    def start(self) -> str:
-        """Build and reset the env; returns the id of the node this actor runs on."""
+    def start(self, route: ShardRoute | None = None) -> str:
+        """Build and reset the env; returns the id of the node this actor runs on.
+        ``route``: where to store the unrolls (:meth:`set_route`)."""
         from mtrl.plugins import get_plugins
         from mtrl.plugins.external import sim_logs
 
@@ -105,7 +113,13 @@ class RemoteActor:
             for _ in range(2)
         ]
         self.stepper.start(self.buffers[0])
+        self.set_route(route)
         return _node_id()
+
+    def set_route(self, route: ShardRoute | None) -> None:
+        """Store the coming unrolls in this node's shards of ``route`` (resolved here, once:
+        the node does not change); None: return them to the learner."""
+        self.writer = None if route is None else ShardWriter(route, _node_id())
 
     def node(self) -> str:
         """The id of the node this actor runs on: asked before :meth:`start`, its answer says
@@ -122,9 +136,12 @@ class RemoteActor:
             self.inference.model.load_state_dict(state)
         self.inference.version = version
 
-    def unroll(self, weights: Weights | None, version: int) -> tuple[dict[str, Any], P.UnrollInfo]:
+    def unroll(
+        self, weights: Weights | None, version: int
+    ) -> tuple[dict[str, Any] | ShardedUnroll, P.UnrollInfo]:
         """Fill one unroll (after loading ``weights`` when they are newer than ours) and return
-        its arrays and :class:`~mtrl.actors.protocol.UnrollInfo`."""
+        its arrays — or, stored in this node's shard, its summary — and
+        :class:`~mtrl.actors.protocol.UnrollInfo`."""
         assert self.stepper is not None, "start() first"
         if weights is not None and version > self.inference.version:
             self.load(weights, version)
@@ -152,7 +169,8 @@ class RemoteActor:
             members_present=self.stepper.members_present(),
         )
         self.turn = 1 - self.turn
-        return buffer_arrays(buf), info
+        stored = self.writer.insert(buf) if self.writer is not None else None
+        return (buffer_arrays(buf) if stored is None else stored), info
 
     def close(self) -> None:
         if self.stepper is not None:

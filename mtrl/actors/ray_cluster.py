@@ -146,6 +146,19 @@ def alive_nodes() -> set[str]:
     return {n["NodeID"] for n in import_ray().nodes() if n.get("Alive")}
 
 
+def live_nodes_by_id() -> dict[str, NodeResources]:
+    """The resources of the cluster's live nodes by node id."""
+    return {n["NodeID"]: dict(n["Resources"]) for n in import_ray().nodes() if n.get("Alive")}
+
+
+def lost_actor_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors of a call to an actor that is gone (killed, or lost with its node)."""
+    ex = ray.exceptions
+    return tuple(
+        getattr(ex, n) for n in ("RayActorError", "ActorUnavailableError") if hasattr(ex, n)
+    )
+
+
 def live_nodes() -> list[NodeResources]:
     """The resources of the cluster's live nodes (``CPU``, ``memory``, custom ones)."""
     return [dict(n["Resources"]) for n in import_ray().nodes() if n.get("Alive")]

@@ -17,6 +17,11 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
   read-only views — of the object store, zero-copy, for an unroll above Ray's inline limit
   (~100 KiB: a 16-env MinAtar unroll's 134 KB observations) from this node; smaller ones
   arrive inline with the reply — and the learner only reads them.
+* **Or into a replay shard on the actor's node** (sharded replay, :meth:`RayPool.set_shard_routes`):
+  the actor stores the unroll there and the call returns a
+  :class:`~mtrl.actors.shard_insert.ShardedUnroll` in the buffer's place, which holds no slot
+  (the learner keeps no data of it; the replay's rate limiter is what holds such actors back).
+  The pool counts what reached the learner (``actors/summaries``, ``actors/unroll_bytes``).
 * **Faults** (as :class:`~mtrl.actors.pool.ParallelPool`, docs/FAULTS.md): an env that raises
   or returns NaN arrives as the call's exception; a killed actor process or a lost node as
   Ray's actor-died error; a call running ``step_timeout_s`` past the actor's usual unroll time
@@ -63,6 +68,7 @@ from mtrl.actors.ray_placement import (
     unplaced_tasks,
 )
 from mtrl.actors.server import ActorEvent, ReadyUnroll
+from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute, array_bytes
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.errors import UserError
@@ -94,6 +100,7 @@ class _Actor:
     placed: bool = False  # Ray gave it a node (it may still be building its env)
     waiting_said: bool = False
     placement_checked: float = float("-inf")  # when its placement was last checked
+    route: int | None = None  # the version of the shard route it was given
 
 
 class RayPool:
@@ -151,6 +158,9 @@ class RayPool:
         self._actors: dict[int, _Actor] = {}
         self._ids = ids or itertools.count()
         self._started_per_task: dict[int, int] = defaultdict(int)
+        self._routes: list[ShardRoute | None] = [None] * len(tasks)
+        self.summaries = 0  # unrolls stored by their actors in a shard: only a summary came
+        self.unroll_bytes = 0  # bytes of unroll arrays that came to this process
 
     def _refuse_unfit_placements(self) -> None:
         names = [t.name if t is not None else None for t in self.tasks]
@@ -190,9 +200,15 @@ class RayPool:
         return dict(Counter(a.node for a in self._actors.values() if a.node is not None))
 
     def metrics(self) -> dict[str, float]:
-        """``actors/nodes`` and ``actors/node/<id>`` (the first 12 hex digits of the node id)."""
+        """``actors/nodes`` and ``actors/node/<id>`` (the first 12 hex digits of the node id);
+        ``actors/summaries`` (unrolls their actors stored in a shard) and
+        ``actors/unroll_bytes`` (unroll arrays that reached this process)."""
         per_node = self.actors_per_node()
-        out: dict[str, float] = {"actors/nodes": float(len(per_node))}
+        out: dict[str, float] = {
+            "actors/nodes": float(len(per_node)),
+            "actors/summaries": float(self.summaries),
+            "actors/unroll_bytes": float(self.unroll_bytes),
+        }
         out.update({f"actors/node/{n[:12]}": float(c) for n, c in per_node.items()})
         return out
 
@@ -220,8 +236,23 @@ class RayPool:
         opts = actor_options(self.placements[task])
         handle = self._remote.options(name=None, **opts).remote(spec, self._model_ref)
         node_ref = handle.node.remote()  # runs as soon as Ray has placed the actor
-        self._actors[actor_id] = _Actor(spec, handle, handle.start.remote(), node_ref)
+        route = self._routes[task]
+        a = _Actor(spec, handle, handle.start.remote(route), node_ref)
+        a.route = None if route is None else route.version
+        self._actors[actor_id] = a
         return actor_id
+
+    def set_shard_routes(self, routes: list[ShardRoute | None]) -> None:
+        """Per task, the replay shards its actors store their unrolls in (None: the unrolls
+        come here); actors started from now on get theirs at start, running ones when the
+        route's version changed (a shard was started again)."""
+        self._routes = list(routes)
+        for a in self._actors.values():
+            route = self._routes[a.spec.task]
+            version = None if route is None else route.version
+            if version != a.route:
+                a.handle.set_route.remote(route)  # runs before its next unroll
+                a.route = version
 
     def stop_actor(self, actor_id: int) -> None:
         """End an actor now; unrolls it already handed out stay valid (the driver owns them)."""
@@ -334,15 +365,23 @@ class RayPool:
         return out
 
     def _take(self, a: _Actor, ref: Any) -> ReadyUnroll:
-        arrays, info = self._ray.get(ref)
+        data, info = self._ray.get(ref)
         head, _ = a.inflight.popleft()
         assert head is ref, "an actor's calls finish in order"
         now = time.monotonic()
         a.last_done = now
         a.walls.append(info.wall_seconds)
-        a.held += 1
         self.faults[a.spec.task].record_unroll(now)
-        buf = UnrollBuffer(task=a.spec.task, **arrays)
+        buf: UnrollBuffer | ShardedUnroll
+        if isinstance(data, ShardedUnroll):
+            # Stored in its shard: the learner holds no data of it, so the slot is free now
+            # (the rate limiter, not the learner's pace, holds the actors back).
+            self.summaries += 1
+            buf = data
+        else:
+            a.held += 1
+            buf = UnrollBuffer(task=a.spec.task, **data)
+            self.unroll_bytes += array_bytes(data)
         self._submit(a)
         return ReadyUnroll(a.spec.actor_id, a.spec.task, buf, info)
 
@@ -362,8 +401,8 @@ class RayPool:
 
     def release(self, unroll: ReadyUnroll) -> None:
         a = self._actors.get(unroll.actor_id)
-        if a is None:
-            return
+        if a is None or isinstance(unroll.buffer, ShardedUnroll):
+            return  # a summary held no slot
         a.held = max(a.held - 1, 0)
         self._submit(a)
 

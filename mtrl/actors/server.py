@@ -29,6 +29,7 @@ import numpy as np
 from mtrl.actors import protocol as P
 from mtrl.actors.core_states import CoreStates
 from mtrl.actors.inference import InferenceModel
+from mtrl.actors.shard_insert import ShardedUnroll
 from mtrl.actors.shm import Arena
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.actors.worker import ActorSpec
@@ -78,7 +79,8 @@ class ReadyUnroll:
 
     actor_id: int
     task: int
-    buffer: UnrollBuffer
+    buffer: UnrollBuffer | ShardedUnroll
+    """The unroll's arrays, or — stored by its Ray actor in a replay shard — its summary."""
     info: P.UnrollInfo
 
 

@@ -39,13 +39,20 @@ class RateLimitConfig(ConfigModel):
     prefetch), so the trainer takes no new unroll meanwhile and the actors' slots stay full.
     Where nothing in flight can restore the ratio the call goes ahead and is counted
     (``replay/rate_overruns``); the waits are ``replay/learner_wait_s`` and
-    ``replay/insert_wait_s``."""
+    ``replay/insert_wait_s``. With actor-side inserts (``actor_inserts``), ``actors``: a Ray
+    actor whose shard is ahead of its share of the ratio waits before inserting
+    (``replay/actor_wait_s``, ``replay/actor_overruns``); ``learner``: a draw waits for the
+    actors' inserts to reach the shards."""
+    max_wait_s: PositiveFloat = 5.0
+    """The longest one wait lasts (an actor's before it inserts, the learner's before it
+    draws): past it the call goes ahead and is counted as an overrun, so neither side can
+    stall the other for good."""
 
 
 class ShardsConfig(ConfigModel):
-    """Replay shards as Ray actors (``actors.mode: ray``): each task's replay split over
-    shards the learner inserts into in turn and draws from in proportion to their total
-    priority (docs/DISTRIBUTED.md, "Sharded replay")."""
+    """Replay shards as Ray actors (``actors.mode: ray``) on the actors' nodes: each task's
+    replay split over shards its actors (or the learner) insert into and the learner draws
+    from in proportion to their total priority (docs/DISTRIBUTED.md, "Sharded replay")."""
 
     count: PositiveInt = 2
     """Shards: per task with ``layout: per_task``, in all with ``layout: mixed``. Each holds
@@ -54,9 +61,10 @@ class ShardsConfig(ConfigModel):
     """``mixed``: every shard holds a part of every task's replay; ``per_task``: each task has
     ``count`` shards of its own (``count x tasks`` actors)."""
     num_cpus: NonNegativeFloat = 0.0
-    """CPUs each shard reserves in Ray. A shard is spread over the nodes Ray has (``SPREAD``);
-    a positive value (or ``resources``) keeps shards off a head node that offers no CPUs, so
-    they sit on the actors' nodes."""
+    """CPUs each shard reserves in Ray. Shard ``i`` (of each task) goes to the ``i mod
+    hosts``-th of the nodes with CPUs that offer ``num_cpus`` and ``resources`` (node ids
+    sorted; a head node without CPUs is never one), where the actors run; a shard that its
+    node cannot take within a minute (full, or lost) goes wherever Ray has room."""
     resources: dict[str, PositiveFloat] = Field(default_factory=dict)
     """Custom Ray resources each shard asks for (e.g. the one the actor nodes offer)."""
     prefetch: bool = True
@@ -67,6 +75,13 @@ class ShardsConfig(ConfigModel):
     ``replay/lost_items``) and go on; false: a lost shard ends the run."""
     rate_limit: RateLimitConfig | None = None
     """The samples-per-insert ratio held across the cluster; null: none."""
+    actor_inserts: bool = True
+    """Ray actors of a rule that draws only from its replay (``sac``) store each unroll in a
+    shard on their own node and send the learner a summary (steps, episodes, observation
+    statistics), so no unroll crosses the network. Shards then go beside the actors: shard
+    ``i`` on the ``i``-th node (by id) that has CPUs and the shard's ``num_cpus`` and
+    ``resources``. false: every unroll goes to the learner, which inserts it (as
+    ``impala_replay`` always does: it trains on fresh unrolls too)."""
 
 
 class ReplayConfig(ConfigModel):

@@ -6,10 +6,12 @@ experiment's ``replay:`` section into a task's sampler for every replay-based ru
 """
 
 from mtrl.replay.build import (
+    actor_routes,
     annealed_beta,
     make_sampler,
     replay_metrics,
     set_beta,
+    set_wait_hook,
     task_replay,
 )
 from mtrl.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, sequence_priorities
@@ -34,10 +36,12 @@ __all__ = [
     "TransitionBatch",
     "TransitionStorage",
     "UniformSampler",
+    "actor_routes",
     "annealed_beta",
     "make_sampler",
     "replay_metrics",
     "sequence_priorities",
     "set_beta",
+    "set_wait_hook",
     "task_replay",
 ]

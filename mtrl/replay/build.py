@@ -10,9 +10,10 @@ rule does not know which it has); :func:`replay_metrics` reports what only a sha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from mtrl.actors.shard_insert import ShardRoute
 from mtrl.config.replay import ReplayConfig
 from mtrl.replay.sampler_choice import make_sampler
 from mtrl.replay.sharded import ShardedTaskReplay, ShardGroup
@@ -20,10 +21,12 @@ from mtrl.replay.storage import SequenceStorage, TransitionStorage
 from mtrl.replay.task_replay import TaskReplay
 
 __all__ = [
+    "actor_routes",
     "annealed_beta",
     "make_sampler",
     "replay_metrics",
     "set_beta",
+    "set_wait_hook",
     "shard_group",
     "task_replay",
 ]
@@ -52,11 +55,32 @@ def task_replay(
     return TaskReplay(storage, make_sampler(replay, storage.capacity))
 
 
+def set_wait_hook(replays: Sequence[Any], hook: Callable[[], None] | None) -> None:
+    """Have the sharded ones of ``replays`` call ``hook`` while a draw waits for the actors'
+    inserts (:attr:`ShardedTaskReplay.while_waiting`)."""
+    for r in replays:
+        if isinstance(r, ShardedTaskReplay):
+            r.while_waiting = hook
+
+
+def actor_routes(replays: Sequence[Any], replay: ReplayConfig) -> list[ShardRoute | None] | None:
+    """Per task, where its Ray actors store their unrolls (:meth:`ShardedTaskReplay.route`),
+    for a rule that draws only from its replays; None when they are not sharded or
+    ``replay.shards.actor_inserts`` is off (the learner then inserts every unroll)."""
+    if replay.shards is None or not replay.shards.actor_inserts:
+        return None
+    if not all(isinstance(r, ShardedTaskReplay) for r in replays):
+        return None
+    return [r.route() for r in replays]
+
+
 def replay_metrics(replays: Iterable[Any]) -> dict[str, float]:
     """What sharded replays report (empty for the learner's own): ``replay/lost_shards``,
     ``replay/lost_items``, the rate limiter's waits (``replay/learner_wait_s``,
     ``replay/insert_wait_s``, seconds so far), ``replay/rate_overruns``,
-    ``replay/held_unrolls`` and ``replay/samples_per_insert`` over all tasks."""
+    ``replay/held_unrolls`` and ``replay/samples_per_insert`` over all tasks; with actors
+    inserting, ``replay/actor_inserts``, ``replay/learner_inserts`` (unrolls),
+    ``replay/actor_wait_s`` and ``replay/actor_overruns``."""
     sharded = [r for r in replays if isinstance(r, ShardedTaskReplay)]
     if not sharded:
         return {}

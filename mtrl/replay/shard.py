@@ -4,11 +4,20 @@ A plain class (:mod:`mtrl.replay.sharded` runs it as a Ray actor beside the env 
 keeps a :class:`~mtrl.replay.task_replay.TaskReplay` per task it holds, built from a template
 storage and the ``replay:`` section's sampler, and answers every call with the task's
 :class:`ShardStats`, so the learner's front knows each shard's total mass without asking again.
+
+Unrolls come from the learner's front or straight from the Ray actors on the shard's node
+(:mod:`mtrl.actors.shard_insert`), each insert tagged with where it came from
+(:meth:`ReplayShard.sources`). With ``rate_limit.waits: actors`` the shard keeps its own
+share of the samples-per-insert limiter (the error buffer and the minimum size split over the
+task's shards, so the shards' bounds add up to the cluster's) and tells an actor whether an
+insert now keeps its ratio (:meth:`ReplayShard.admits`).
 """
 
 from __future__ import annotations
 
 import os
+import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +25,7 @@ import numpy as np
 
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config.replay import ReplayConfig
+from mtrl.replay.rate_limiter import RateLimiter
 from mtrl.replay.sampler_choice import make_sampler
 from mtrl.replay.samplers import PrioritizedSampler
 from mtrl.replay.storage import SequenceBatch, SequenceStorage, TransitionBatch, TransitionStorage
@@ -27,13 +37,18 @@ __all__ = ["ReplayShard", "ShardStats"]
 @dataclass(frozen=True)
 class ShardStats:
     """A task's part of one shard: its total mass (``p^alpha`` summed, or the item count for a
-    uniform sampler), the sampleable items, the smallest positive mass (``inf``: none) and the
-    sampleable items the call added (inserts only)."""
+    uniform sampler), the sampleable items, the smallest positive mass (``inf``: none), the
+    sampleable items inserted so far (whoever inserted them), and the answer's number and the
+    shard's instance: of two answers of one shard the higher ``seq`` is the newer, whichever
+    caller got it, and an answer of a shard since started again (another ``instance``) is
+    stale."""
 
     total: float = 0.0
     count: int = 0
     smallest: float = float("inf")
-    added: int = 0
+    inserted: int = 0
+    seq: int = -1
+    instance: str = ""
 
 
 class ReplayShard:
@@ -42,6 +57,11 @@ class ReplayShard:
     def __init__(self, replay: ReplayConfig) -> None:
         self.replay = replay
         self.replays: dict[int, TaskReplay] = {}
+        self.instance = uuid.uuid4().hex[:12]
+        self.seq = 0
+        self.inserted: Counter[int] = Counter()
+        self.limiters: dict[int, RateLimiter] = {}
+        self._sources: dict[int, Counter[str]] = {}
 
     def where(self) -> tuple[str, int]:
         """(the Ray node id it runs on, or "local"; its process id)."""
@@ -53,25 +73,59 @@ class ReplayShard:
             return "local", os.getpid()
 
     def open(
-        self, task: int, template: TransitionStorage | SequenceStorage, num_segments: int
+        self,
+        task: int,
+        template: TransitionStorage | SequenceStorage,
+        num_segments: int,
+        peers: int = 1,
     ) -> ShardStats:
         """Hold ``num_segments`` segments of task ``task`` (a storage like ``template``); a
-        task already held keeps its items."""
+        task already held keeps its items. ``peers``: the task's shards (this one included),
+        over which the limiter's bounds are split."""
         if task not in self.replays:
             storage = template.empty_like(num_segments)
             self.replays[task] = TaskReplay(storage, make_sampler(self.replay, storage.capacity))
+            self._sources[task] = Counter()
+            limit = self.replay.shards.rate_limit if self.replay.shards is not None else None
+            if limit is not None and limit.waits == "actors":
+                self.limiters[task] = RateLimiter(
+                    limit.samples_per_insert,
+                    -(-limit.min_size_to_sample // peers),
+                    limit.error_buffer / peers,
+                )
         return self.stats(task)
 
-    def stats(self, task: int, added: int = 0) -> ShardStats:
+    def stats(self, task: int) -> ShardStats:
+        """Task ``task``'s stats now (each answer numbered: :class:`ShardStats`)."""
+        self.seq += 1
         sampler = self.replays[task].sampler
         if isinstance(sampler, PrioritizedSampler):
-            return ShardStats(sampler.tree.total, sampler.count, sampler.tree.min, added)
-        return ShardStats(float(sampler.count), sampler.count, 1.0, added)
+            total, smallest = sampler.tree.total, sampler.tree.min
+        else:
+            total, smallest = float(sampler.count), 1.0
+        n = self.inserted[task]
+        return ShardStats(total, sampler.count, smallest, n, self.seq, self.instance)
 
-    def add(self, buf: UnrollBuffer) -> ShardStats:
-        """Store one unroll of ``buf.task``."""
+    def add(self, buf: UnrollBuffer, source: str = "learner") -> ShardStats:
+        """Store one unroll of ``buf.task``; ``source``: who sent it (the Ray node id of an
+        actor on this shard's node, or ``learner``)."""
         _, sampleable = self.replays[buf.task].add_unroll(buf)
-        return self.stats(buf.task, int(np.count_nonzero(sampleable)))
+        added = int(np.count_nonzero(sampleable))
+        self.inserted[buf.task] += added
+        self._sources[buf.task][source] += 1
+        if buf.task in self.limiters:
+            self.limiters[buf.task].inserted(added)
+        return self.stats(buf.task)
+
+    def admits(self, task: int, items: int) -> bool:
+        """Whether inserting ``items`` items of ``task`` keeps this shard's share of the
+        samples-per-insert ratio (always, without ``waits: actors``)."""
+        limiter = self.limiters.get(task)
+        return limiter is None or limiter.can_insert(items)
+
+    def sources(self) -> dict[int, dict[str, int]]:
+        """Per task, unrolls inserted per sender (an actor's node id, or ``learner``)."""
+        return {task: dict(c) for task, c in self._sources.items()}
 
     def sample(
         self, task: int, n: int, seed: int
@@ -87,6 +141,8 @@ class ReplayShard:
         else:
             indices, _ = sampler.sample(n, rng)
             masses = np.ones(n)
+        if task in self.limiters:
+            self.limiters[task].sampled(n)
         return replay.storage.get(indices), indices, masses, self.stats(task)
 
     def update_priorities(

@@ -15,13 +15,28 @@ never sets the scale.
 
 **Indices.** The learner sees one index space per task: item ``j`` of shard ``s`` is
 ``s * per_shard + j`` (:func:`encode`, :func:`decode`), so priority updates find their shard.
+
+**Placement.** Shards go beside the actors: on the nodes that can run actors and offer what a
+shard asks (:func:`shard_hosts`), shard ``i`` of a task on host ``i mod hosts`` (node ids
+sorted: :func:`host_of`), so with at least as many shards as hosts every such node has one of
+every task and its actors write there; :func:`bytes_per_node` is what each node then holds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
-__all__ = ["decode", "encode", "importance_weights", "split_by_mass"]
+__all__ = [
+    "bytes_per_node",
+    "decode",
+    "encode",
+    "host_of",
+    "importance_weights",
+    "shard_hosts",
+    "split_by_mass",
+]
 
 
 def split_by_mass(masses: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -50,3 +65,40 @@ def encode(shard: np.ndarray | int, local: np.ndarray, per_shard: int) -> np.nda
 def decode(indices: np.ndarray, per_shard: int) -> tuple[np.ndarray, np.ndarray]:
     """(shard, local index) of each global index."""
     return np.divmod(np.asarray(indices, np.int64), per_shard)
+
+
+def shard_hosts(
+    nodes: Mapping[str, Mapping[str, float]], num_cpus: float, resources: Mapping[str, float]
+) -> list[str]:
+    """The ids (sorted) of the ``nodes`` (id -> Ray resources) where shards go: those with
+    CPUs (where actors run: a head node offering none is left out) and at least ``num_cpus``
+    of them and of every custom resource in ``resources``."""
+    return sorted(
+        node
+        for node, have in nodes.items()
+        if have.get("CPU", 0.0) > 0
+        and have.get("CPU", 0.0) >= num_cpus
+        and all(have.get(k, 0.0) >= v for k, v in resources.items())
+    )
+
+
+def host_of(index: int, hosts: Sequence[str]) -> str | None:
+    """The host of a task's shard number ``index``: ``hosts[index mod len(hosts)]`` (None
+    without hosts: Ray spreads it)."""
+    return hosts[index % len(hosts)] if hosts else None
+
+
+def bytes_per_node(task_bytes: Sequence[int], count: int, hosts: Sequence[str]) -> dict[str, int]:
+    """Replay bytes each host holds: each task's ``task_bytes`` split evenly over its
+    ``count`` shards, shard ``i`` on :func:`host_of` ``i`` (``layout: mixed`` or
+    ``per_task`` alike: shard ``i`` of every task is on the same host)."""
+    out: dict[str, int] = dict.fromkeys(hosts, 0)
+    if not hosts:
+        return out
+    for nbytes in task_bytes:
+        part = -(-int(nbytes) // count)
+        for i in range(count):
+            node = host_of(i, hosts)
+            assert node is not None
+            out[node] += part
+    return out

@@ -2,14 +2,19 @@
 interface as the learner's own :class:`~mtrl.replay.task_replay.TaskReplay`.
 
 :class:`ShardGroup` owns the shard actors of one learner (``layout: mixed``: ``count`` shards
-each holding a part of every task; ``per_task``: ``count`` shards per task), spread over the
-cluster's nodes by Ray (``SPREAD``, with the CPUs and custom resources of ``replay.shards``).
+each holding a part of every task; ``per_task``: ``count`` shards per task), placed beside
+the actors (shard ``i`` on the ``i mod hosts``-th node with CPUs and what ``replay.shards``
+asks; :mod:`mtrl.replay.shard_math`), and tells each task's Ray actors which shard serves
+their node (:meth:`ShardGroup.route`).
 :class:`ShardedTaskReplay` is one task's front in the learner's process, with the methods a
 learning rule calls on a ``TaskReplay`` (``add_unroll``, ``sample``, ``update_priorities``,
 ``sampler.count``, ``state_dict``), so a rule does not know which it has:
 
-* **inserts** go to the task's shards in turn, without waiting (the shard acknowledges with
-  its new totals; the items count as stored once acknowledged);
+* **inserts** come from the task's Ray actors, each into a shard on its own node
+  (:mod:`mtrl.actors.shard_insert`; the learner is handed the shard's answer in a summary,
+  :meth:`ShardedTaskReplay.acknowledge`), or from the learner (local actors, a rule that needs
+  the fresh unroll), to the task's shards in turn without waiting; the items count as stored
+  once acknowledged. Every answer of a shard is numbered, so the newest wins whoever got it;
 * **draws** split the batch over the shards in proportion to their total mass and combine the
   parts with the unsharded importance weights (:mod:`mtrl.replay.shard_math`: the sampling
   distribution is the unsharded one's), and ask for the next batch at once (``prefetch``), so
@@ -20,10 +25,12 @@ learning rule calls on a ``TaskReplay`` (``add_unroll``, ``sample``, ``update_pr
   the other shards;
 * **the rate limiter** (``replay.shards.rate_limit``, :mod:`mtrl.replay.rate_limiter`) holds
   samples per insert: with ``waits: learner`` a draw beyond the ratio waits for the inserts
-  still on their way; with ``waits: actors`` an unroll beyond the ratio is held back in the
-  front and goes in as draws make room (the trainer's unrolls, and so the actors' slots, wait
-  on the learner). The inserts and draws of one learner come from one thread, so where
-  nothing in flight can restore the ratio the call goes ahead and is counted as an overrun.
+  still on their way (the actors': asking the shards, at most ``max_wait_s``); with
+  ``waits: actors`` a Ray actor whose shard is ahead of its share waits on it (bounded, in its
+  summary), and an unroll the learner inserts beyond the ratio is held back in the front and
+  goes in as draws make room (the trainer's unrolls, and so the actors' slots, wait on the
+  learner). Where nothing in flight can restore the ratio the call goes ahead and is counted
+  as an overrun.
 """
 
 from __future__ import annotations
@@ -32,18 +39,27 @@ import contextlib
 import copy
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mtrl.actors.ray_cluster import import_ray
+from mtrl.actors.ray_cluster import import_ray, live_nodes_by_id, lost_actor_errors
+from mtrl.actors.shard_insert import FIRST_POLL_S, LAST_POLL_S, ShardedUnroll, ShardRoute
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config.replay import ReplayConfig, ShardsConfig
 from mtrl.errors import UserError
 from mtrl.replay.batch_rows import concat_rows, num_rows, take_rows
 from mtrl.replay.rate_limiter import RateLimiter
 from mtrl.replay.shard import ReplayShard, ShardStats
-from mtrl.replay.shard_math import decode, encode, importance_weights, split_by_mass
+from mtrl.replay.shard_math import (
+    decode,
+    encode,
+    host_of,
+    importance_weights,
+    shard_hosts,
+    split_by_mass,
+)
 from mtrl.replay.state import require
 from mtrl.replay.storage import SequenceBatch, SequenceStorage, TransitionBatch, TransitionStorage
 
@@ -53,30 +69,34 @@ HELD_UNROLLS = 64
 """With ``waits: actors``: unrolls a task's front holds back at most; past it the oldest goes in
 anyway (an overrun)."""
 
+PLACE_TIMEOUT_S = 60.0
+"""How long a shard may take to start on its node before it is started wherever Ray puts it."""
+
 Key = tuple[int | None, int]
 """A shard: (its task with ``layout: per_task``, None with ``mixed``; its number)."""
 
 
-def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    ex = ray.exceptions
-    return tuple(
-        getattr(ex, n) for n in ("RayActorError", "ActorUnavailableError") if hasattr(ex, n)
-    )
-
-
 class ShardGroup:
-    """The shard actors of one learner's replays, started on first use, restarted when lost."""
+    """The shard actors of one learner's replays, started on first use, restarted when lost.
+
+    Shard ``i`` (of each task) is placed on the ``i mod hosts``-th host
+    (:func:`~mtrl.replay.shard_math.shard_hosts`: the nodes with CPUs that offer what a shard
+    asks), so the actors there can write to it; :meth:`route` tells a task's actors which of
+    its shards serves their node."""
 
     def __init__(self, replay: ReplayConfig) -> None:
         assert replay.shards is not None
         self.replay = replay
         self.cfg: ShardsConfig = replay.shards
         self.ray = import_ray()
-        self.lost_errors = _lost_errors(self.ray)
+        self.lost_errors = lost_actor_errors(self.ray)
         self._remote = self.ray.remote(ReplayShard)
         self.handles: dict[Key, Any] = {}
         self.generation: dict[Key, int] = {}
-        self._opened: dict[Key, list[tuple[int, Any, int]]] = {}
+        self.instance: dict[Key, str] = {}
+        self.node_of: dict[Key, str] = {}
+        self._hosts: list[str] | None = None
+        self._opened: dict[Key, list[tuple[int, Any, int, int]]] = {}
         self.lost_shards = 0
         self.lost_items = 0
 
@@ -85,16 +105,55 @@ class ShardGroup:
         owner = task if self.cfg.layout == "per_task" else None
         return [(owner, i) for i in range(self.cfg.count)]
 
+    @property
+    def hosts(self) -> list[str]:
+        """The nodes shards go to (asked of the cluster once)."""
+        if self._hosts is None:
+            self._hosts = shard_hosts(live_nodes_by_id(), self.cfg.num_cpus, self.cfg.resources)
+        return self._hosts
+
+    def _target(self, key: Key) -> str | None:
+        """The node shard ``key`` goes to: its host, or — started again after a loss — the
+        live host with the fewest shards (None: let Ray spread it)."""
+        if key not in self.generation:
+            return host_of(key[1], self.hosts)
+        live = shard_hosts(live_nodes_by_id(), self.cfg.num_cpus, self.cfg.resources)
+        others = [n for k, n in self.node_of.items() if k != key]
+        return min(live, key=lambda n: (others.count(n), n)) if live else None
+
     def _start(self, key: Key) -> Any:
-        handle = self._remote.options(
-            num_cpus=self.cfg.num_cpus,
-            resources=dict(self.cfg.resources),
-            scheduling_strategy="SPREAD",
-            max_restarts=0,
-        ).remote(self.replay)
+        """Start shard ``key`` on its target node (held there: Ray's soft affinity let a shard
+        asking for no CPUs land on any node), or — no target, or the target cannot take it
+        within :data:`PLACE_TIMEOUT_S` (full, or just lost) — wherever Ray spreads it."""
+        node = self._target(key)
+        handle = self._launch(node)
+        try:
+            where = self.ray.get(handle.where.remote(), timeout=PLACE_TIMEOUT_S)
+        except Exception:
+            if node is None:
+                raise
+            with contextlib.suppress(Exception):
+                self.ray.kill(handle, no_restart=True)
+            handle = self._launch(None)
+            where = self.ray.get(handle.where.remote())
         self.handles[key] = handle
         self.generation[key] = self.generation.get(key, -1) + 1
+        self.node_of[key] = where[0]
         return handle
+
+    def _launch(self, node: str | None) -> Any:
+        """A new shard actor held to ``node`` (None: spread by Ray)."""
+        strategy: Any = "SPREAD"
+        if node is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        return self._remote.options(
+            num_cpus=self.cfg.num_cpus,
+            resources=dict(self.cfg.resources),
+            scheduling_strategy=strategy,
+            max_restarts=0,
+        ).remote(self.replay)
 
     def handle(self, key: Key) -> Any:
         return self.handles[key] if key in self.handles else self._start(key)
@@ -104,10 +163,14 @@ class ShardGroup:
     ) -> list[ShardStats]:
         """Give task ``task`` ``segments`` segments in each of its shards; their stats."""
         refs = []
+        peers = len(self.keys(task))
         for key in self.keys(task):
-            self._opened.setdefault(key, []).append((task, template, segments))
-            refs.append(self.handle(key).open.remote(task, template, segments))
-        return list(self.ray.get(refs))
+            self._opened.setdefault(key, []).append((task, template, segments, peers))
+            refs.append(self.handle(key).open.remote(task, template, segments, peers))
+        stats = list(self.ray.get(refs))
+        for key, st in zip(self.keys(task), stats, strict=True):
+            self.instance[key] = st.instance
+        return stats
 
     def replace(self, key: Key, generation: int, why: str) -> None:
         """Shard ``key`` (as of ``generation``) is lost: count it and start it again, empty,
@@ -124,14 +187,32 @@ class ShardGroup:
         with contextlib.suppress(Exception):  # already gone with its node
             self.ray.kill(self.handles[key], no_restart=True)
         handle = self._start(key)
-        self.ray.get(
-            [handle.open.remote(t, tmpl, segs) for t, tmpl, segs in self._opened.get(key, [])]
-        )
+        opened = self._opened.get(key, [])
+        stats = self.ray.get([handle.open.remote(*args) for args in opened])
+        if stats:
+            self.instance[key] = stats[0].instance
+
+    def route(self, task: int) -> ShardRoute:
+        """Where task ``task``'s actors store their unrolls: its shards by node, each with its
+        number among the task's shards; the version changes when one is started again."""
+        by_node: dict[str, list[tuple[int, Any]]] = {}
+        for i, key in enumerate(self.keys(task)):
+            self.handle(key)
+            by_node.setdefault(self.node_of[key], []).append((i, self.handles[key]))
+        limit = self.cfg.rate_limit
+        wait_s = limit.max_wait_s if limit is not None and limit.waits == "actors" else None
+        version = sum(self.generation[k] for k in self.keys(task))
+        return ShardRoute(by_node, wait_s, version)
 
     def where(self) -> dict[str, str]:
         """Each started shard's Ray node id (for tests and the run's log)."""
         nodes = self.ray.get([h.where.remote() for h in self.handles.values()])
         return {f"{k[0]}/{k[1]}": n for k, (n, _) in zip(self.handles, nodes, strict=True)}
+
+    def sources(self) -> dict[str, dict[int, dict[str, int]]]:
+        """Each started shard's inserts per task and sender (:meth:`ReplayShard.sources`)."""
+        got = self.ray.get([h.sources.remote() for h in self.handles.values()])
+        return {f"{k[0]}/{k[1]}": s for k, s in zip(self.handles, got, strict=True)}
 
     def kill(self, key: Key) -> None:
         """End shard ``key``'s actor as a lost node would (for fault drills and tests)."""
@@ -193,10 +274,19 @@ class ShardedTaskReplay:
         self._updates: list[tuple[int, Any]] = []  # (shard, pending priority update)
         self._held: deque[tuple[UnrollBuffer, float]] = deque()  # waits: actors
         self._prefetch: tuple[int, list[tuple[int, int, Any]]] | None = None
-        self.waits = {"learner_wait_s": 0.0, "insert_wait_s": 0.0, "rate_overruns": 0.0}
-        self._order: dict[Any, int] = {}  # call -> its number among the calls to its shard
-        self._sent = [0] * len(self.keys)
-        self._applied = [-1] * len(self.keys)  # the number of the call last applied per shard
+        self.waits = {
+            "learner_wait_s": 0.0,
+            "insert_wait_s": 0.0,
+            "rate_overruns": 0.0,
+            "actor_wait_s": 0.0,
+            "actor_overruns": 0.0,
+            "actor_inserts": 0.0,
+            "learner_inserts": 0.0,
+        }
+        self.actors_insert = False  # actors were told where to insert (:meth:`route`)
+        self.while_waiting: Callable[[], None] | None = None
+        """Called as a draw waits for the actors' inserts (the trainer takes their finished
+        unrolls in, so they get their next ones to do: actors wait on the learner's loop)."""
 
     # -- keeping the shards' stats -----------------------------------------------------------
 
@@ -205,19 +295,23 @@ class ShardedTaskReplay:
         return self.group.handle(self.keys[i])
 
     def _call(self, i: int, method: str, *args: Any) -> Any:
-        """Call ``method`` of shard ``i``, numbered: a shard runs one caller's calls in order,
-        so the stats of a later call are never replaced by an earlier one's answered after."""
-        ref = getattr(self._handle(i), method).remote(*args)
-        self._order[ref] = self._sent[i]
-        self._sent[i] += 1
-        return ref
+        """Call ``method`` of shard ``i`` (not waited for)."""
+        return getattr(self._handle(i), method).remote(*args)
 
-    def _apply(self, i: int, ref: Any, stats: ShardStats) -> None:
-        """Take ``stats`` (the answer to call ``ref``) unless a later call's are in already."""
-        n = self._order.pop(ref, None)
-        if n is not None and n > self._applied[i]:
-            self.stats[i] = stats
-            self._applied[i] = n
+    def _apply(self, i: int, stats: ShardStats) -> None:
+        """Take ``stats`` (an answer of shard ``i``, to this front or to an actor) unless a
+        newer answer of the same shard is in already or it is a lost shard's; the limiter
+        counts the items inserted since the answer taken before."""
+        self._sync_generations()
+        if stats.instance != self.group.instance.get(self.keys[i]):
+            return  # the answer of a shard since started again
+        now = self.stats[i]
+        same = now.instance == stats.instance
+        if same and stats.seq <= now.seq:
+            return
+        self.stats[i] = stats
+        if self.limiter is not None:
+            self.limiter.inserted(stats.inserted - (now.inserted if same else 0))
 
     def _sync_generations(self) -> None:
         """Forget (and report lost) what a shard held before it was started again."""
@@ -225,7 +319,6 @@ class ShardedTaskReplay:
             if self.group.generation[key] != self.generations[i]:
                 self.group.lost_items += self.stats[i].count
                 self.stats[i] = ShardStats()
-                self._applied[i] = self._sent[i] - 1  # answers of the lost shard's calls
                 self.generations[i] = self.group.generation[key]
 
     def _lost(self, i: int, exc: BaseException) -> None:
@@ -237,7 +330,6 @@ class ShardedTaskReplay:
         try:
             return self.group.ray.get(ref)
         except self.group.lost_errors as e:
-            self._order.pop(ref, None)
             self._lost(i, e)
             return None
 
@@ -250,7 +342,7 @@ class ShardedTaskReplay:
             for i, ref in [u for u in self._updates if u[1] in finished]:
                 stats = self._get(i, ref)
                 if stats is not None:
-                    self._apply(i, ref, stats)
+                    self._apply(i, stats)
             self._updates = [u for u in self._updates if u[1] not in finished]
         while self._adds:
             i, ref = self._adds[0]
@@ -261,9 +353,7 @@ class ShardedTaskReplay:
             block = False
             stats = self._get(i, ref)
             if stats is not None:
-                self._apply(i, ref, stats)
-                if self.limiter is not None:
-                    self.limiter.inserted(stats.added)
+                self._apply(i, stats)
 
     # -- TaskReplay's interface ----------------------------------------------------------------
 
@@ -291,6 +381,20 @@ class ShardedTaskReplay:
         i = self._next
         self._next = (i + 1) % len(self.keys)
         self._adds.append((i, self._call(i, "add", buf)))
+        self.waits["learner_inserts"] += 1
+
+    def route(self) -> ShardRoute:
+        """Where this task's Ray actors store their unrolls (:meth:`ShardGroup.route`); from
+        now on a draw short of the ratio with ``waits: learner`` also waits for theirs."""
+        self.actors_insert = True
+        return self.group.route(self.task)
+
+    def acknowledge(self, summary: ShardedUnroll) -> None:
+        """Count an unroll an actor stored in shard ``summary.shard`` (its answer, its wait)."""
+        self._apply(summary.shard, summary.ack)
+        self.waits["actor_inserts"] += 1
+        self.waits["actor_wait_s"] += summary.insert_wait_s
+        self.waits["actor_overruns"] += float(summary.overrun)
 
     def _release_held(self) -> None:
         """Send the held unrolls the ratio allows now (the oldest past :data:`HELD_UNROLLS`
@@ -330,14 +434,34 @@ class ShardedTaskReplay:
         return batch, indices, importance_weights(masses, smallest, self.beta)
 
     def _wait_to_sample(self, n: int) -> None:
+        """Wait until a draw of ``n`` keeps the ratio: for this front's inserts in flight,
+        then (actors inserting) for the actors' inserts, asking the shards, at most
+        ``max_wait_s``; past that, or with nothing that could come, draw (an overrun)."""
         assert self.limiter is not None
         began = time.monotonic()
+        pause = FIRST_POLL_S
         while not self.limiter.can_sample(n):
-            if not self._adds:
+            if self._adds:
+                self.collect(block=True)
+                continue
+            waited = time.monotonic() - began
+            if not self.actors_insert or waited >= self.cfg.rate_limit.max_wait_s:
                 self.waits["rate_overruns"] += 1
                 break
-            self.collect(block=True)
+            if self.while_waiting is not None:
+                self.while_waiting()
+            time.sleep(pause)
+            pause = min(pause * 2, LAST_POLL_S)
+            self.refresh()
         self.waits["learner_wait_s"] += time.monotonic() - began
+
+    def refresh(self) -> None:
+        """Ask every shard for the task's stats now (the actors' inserts included)."""
+        refs = [(i, self._call(i, "stats", self.task)) for i in range(len(self.keys))]
+        for i, ref in refs:
+            stats = self._get(i, ref)
+            if stats is not None:
+                self._apply(i, stats)
 
     def _request(self, n: int, rng: np.random.Generator) -> list[tuple[int, int, Any]]:
         """Ask the shards for ``n`` items split by their masses: (shard, count, call)."""
@@ -360,7 +484,7 @@ class ShardedTaskReplay:
                 missing += c
                 continue
             batch, local, mass, stats = out
-            self._apply(i, ref, stats)
+            self._apply(i, stats)
             parts.append(batch)
             indices.append(encode(i, local, self.per_shard))
             masses.append(mass)
@@ -404,7 +528,8 @@ class ShardedTaskReplay:
             self._updates.append((int(i), ref))
 
     def metrics(self) -> dict[str, float]:
-        """This task's waits and overruns, inserts and draws so far."""
+        """This task's waits and overruns (the learner's and the actors'), unrolls inserted by
+        actors and by the learner, items inserted and drawn so far."""
         out = dict(self.waits)
         if self.limiter is not None:
             out["inserts"] = float(self.limiter.inserts)

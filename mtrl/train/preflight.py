@@ -172,7 +172,7 @@ def _sample(space: gym.Space, n: int) -> Any:
     return np.stack([np.asarray(own.sample(), dtype=space.dtype) for _ in range(n)])
 
 
-def _spaces(cfg: ExperimentConfig, specs: Sequence[Any]) -> list[tuple[gym.Space, gym.Space]]:
+def spaces_of(cfg: ExperimentConfig, specs: Sequence[Any]) -> list[tuple[gym.Space, gym.Space]]:
     """Each task's spaces from its spec, or from the smallest env when its kwargs may change them
     (:func:`mtrl.train.task_envs.probe_spaces`)."""
     from mtrl.train.task_envs import probe_spaces
@@ -250,7 +250,7 @@ def check_memory(
     parts = estimate(cfg, bound_sizes(cfg, replay), on_device, replay)
     _raise(problems(parts, *available), source)
     if specs is not None:
-        parts = estimate(cfg, task_sizes(cfg, _spaces(cfg, specs), replay), on_device, replay)
+        parts = estimate(cfg, task_sizes(cfg, spaces_of(cfg, specs), replay), on_device, replay)
         _raise(problems(parts, *available), source)
     return parts
 

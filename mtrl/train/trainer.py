@@ -23,13 +23,14 @@ from mtrl.actors.factory import make_pool
 from mtrl.actors.pool import TaskSetup
 from mtrl.actors.pool_protocol import ActorPool, ClusterPool
 from mtrl.actors.protocol import UnrollInfo
+from mtrl.actors.ray_cluster import RaySession, connect
 from mtrl.actors.serial_pool import SerialEnvError
 from mtrl.actors.server import ReadyUnroll
 from mtrl.algorithms import make_learner
 from mtrl.anakin import AnakinRunner
 from mtrl.config import ExperimentConfig
 from mtrl.errors import UserError
-from mtrl.learner.batch import TaskBatch, task_batch
+from mtrl.learner.batch import TaskBatch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import BatchEnv, EnvSpec, Plugins, get_plugins
@@ -53,6 +54,8 @@ from mtrl.train.progress import (
     task_results,
 )
 from mtrl.train.replica_decisions import ReplicaDecisions
+from mtrl.train.shard_feed import ShardFeed, learner_inputs
+from mtrl.train.shard_memory import check_shard_memory
 from mtrl.train.task_envs import build_tasks, check_commands
 from mtrl.train.unroll_queue import UnrollQueue
 
@@ -91,6 +94,8 @@ class Trainer:
         seed_offset += 7919 * self.ctx.rank * max(t.num_envs for t in cfg.tasks)
         self.pool: ActorPool | None = None
         self.tracker: Any = None
+        self.ray_session: RaySession | None = None  # joined here for sharded replay
+        self.shard_feed = ShardFeed(None, None)  # until the pool is made
         sc = cfg.scheduler
         self.queue = UnrollQueue(
             len(cfg.tasks),
@@ -113,6 +118,11 @@ class Trainer:
         # before any env is built: the simulations launched from here on log into the run dir
         sim_logs.use_dir(self.run_dir / "sim-logs" if self.run_dir is not None else None)
         try:
+            if cfg.replay.shards is not None and cfg.actors.mode == "ray":
+                # The learner's replay shards start with the learner: join the cluster first,
+                # and check that each node's shards fit its memory.
+                self.ray_session = connect(cfg.actors.ray)
+                check_shard_memory(cfg, self.specs, plugins.algorithms)
             setups, built = build_tasks(cfg, self.specs, seed_offset, device)
             envs.extend(built)
             spaces = [TaskSpaces(s.observation_space, s.action_space) for s in setups]
@@ -148,6 +158,8 @@ class Trainer:
                     env.close()
                     envs[i] = None
             pool = self.pool = make_pool(cfg, actor_tasks, envs, self.model)
+            # Before the first actor starts: where Ray actors store their unrolls.
+            self.shard_feed = ShardFeed(self.learner, pool, self._take_in_ready)
             apply_initial(pool, self.rebalancer, self.queue)
             # Last: a tracker that cannot start (TensorBoard asked for, not installed) stops
             # the run here, and the envs, actors and run directory above are let go.
@@ -348,6 +360,15 @@ class Trainer:
         )
         self.on_unroll(ru.task, info)
 
+    def _take_in_ready(self) -> None:
+        """The actors' finished unrolls counted and queued for the next update, without
+        waiting: called while the learner waits for the actors' inserts (``rate_limit.waits:
+        learner``), so that they get their next unrolls to do meanwhile."""
+        assert self.pool is not None
+        for ru in self.pool.get(timeout=0.0):
+            self._accept(ru)
+            self.queue.add(ru)
+
     def on_unroll(self, task: int, info: UnrollInfo) -> None:
         """Called after each actor unroll of ``task`` is counted in :attr:`progress` (before
         the learner uses it). A no-op: subclasses override it to watch a run (benchmarks note
@@ -358,7 +379,7 @@ class Trainer:
         lag_max = max(
             (self.learner.version - ru.buffer.policy_version for ru in pending), default=0
         )
-        batches = [task_batch(ru.buffer, device) for ru in pending] + on_device
+        batches = [*learner_inputs(pending, device), *on_device]
         copied = device.type != "cpu"  # on the CPU the batch is a view of the unroll slots
         if copied:
             for ru in pending:
@@ -380,6 +401,7 @@ class Trainer:
             for ru in pending:
                 self.pool.release(ru)
         self.pool.publish(self.model, self.learner.version)
+        self.shard_feed.refresh()  # a shard started again: the actors learn its new handle
         metrics["charts/policy_lag_max"] = float(lag_max)
         return metrics
 
@@ -466,6 +488,9 @@ class Trainer:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        if getattr(self, "ray_session", None) is not None:
+            self.ray_session.close()  # the replay shards go with it
+            self.ray_session = None
         for runner in getattr(self, "anakin", []):
             runner.close()
         self.anakin = []

@@ -142,27 +142,21 @@ def shard_lost_mid_run() -> dict[str, Any]:
     }
 
 
-def sac_trains_on_shards(algorithm: str = "sac") -> dict[str, Any]:
-    """A real run: two CartPole tasks, Ray actors, ``algorithm`` with per-task shards."""
+def _two_cartpoles(actors: str, num_actors: int, replay: str, algorithm: str, rule: str) -> Any:
+    """A config of two CartPole tasks of 4 envs with the ``actors:`` and ``replay:`` sections
+    given (YAML flow), ``num_actors`` actors, ``algorithm`` and its ``rule`` settings line."""
     from mtrl.config import parse_config
-    from mtrl.replay import ShardedTaskReplay, replay_metrics
-    from mtrl.train.trainer import Trainer
 
-    rule = (
-        "sac: {batch_size: 32, learning_starts: 64, replay_ratio: 1}"
-        if algorithm == "sac"
-        else "impala_replay: {proportion: 0.5}"
-    )
-    cfg = parse_config(
+    return parse_config(
         f"""
 name: shards
 total_env_steps: 1000000
 tasks:
   - {{env: gymnasium/CartPole-v1, name: a, num_envs: 4}}
   - {{env: gymnasium/CartPole-v1, name: b, num_envs: 4}}
-actors: {{mode: ray, ray: {{num_cpus: 2}}}}
-scheduler: {{num_actors: 2}}
-replay: {{capacity: 2000, shards: {{count: 2, layout: per_task}}}}
+actors: {actors}
+scheduler: {{num_actors: {num_actors}}}
+replay: {replay}
 learner:
   algorithm: {algorithm}
   unroll_length: 8
@@ -171,6 +165,25 @@ learner:
   {rule}
 """
         + QUIET
+    )
+
+
+def sac_trains_on_shards(algorithm: str = "sac") -> dict[str, Any]:
+    """A real run: two CartPole tasks, Ray actors, ``algorithm`` with per-task shards."""
+    from mtrl.replay import ShardedTaskReplay, replay_metrics
+    from mtrl.train.trainer import Trainer
+
+    rule = (
+        "sac: {batch_size: 32, learning_starts: 64, replay_ratio: 1}"
+        if algorithm == "sac"
+        else "impala_replay: {proportion: 0.5}"
+    )
+    cfg = _two_cartpoles(
+        "{mode: ray, ray: {num_cpus: 2}}",
+        2,
+        "{capacity: 2000, shards: {count: 2, layout: per_task}}",
+        algorithm,
+        rule,
     )
     want = 3000
 
@@ -199,6 +212,72 @@ learner:
         "shards": len(where),
         "metrics": metrics,
         "diagnostics_have_replay": any(k.startswith("replay/") for k in diagnostics),
+    }
+
+
+def sac_inserts_at_actors(waits: str = "actors") -> dict[str, Any]:
+    """A real SAC run on a head without CPUs and two worker nodes, two mixed shards (one per
+    worker), Ray actors storing their unrolls in their own node's shard: what reached the
+    learner, where each shard's data came from, the rate limiter's waits. With
+    ``waits: actors`` shard 0 is then killed mid-run and the run goes on."""
+    from mtrl.replay import replay_metrics
+    from mtrl.train.trainer import Trainer
+
+    _, workers = _cluster([{"num_cpus": 2}, {"num_cpus": 2}])
+    limit = (
+        "{samples_per_insert: 2, min_size_to_sample: 64, error_buffer: 64, waits: actors, "
+        "max_wait_s: 0.2}"
+        if waits == "actors"
+        else "{samples_per_insert: 0.5, min_size_to_sample: 64, error_buffer: 64, "
+        "waits: learner, max_wait_s: 2}"
+    )
+    cfg = _two_cartpoles(
+        "{mode: ray}",
+        4,
+        f"{{capacity: 4000, shards: {{count: 2, rate_limit: {limit}}}}}",
+        "sac",
+        "sac: {batch_size: 32, learning_starts: 64, replay_ratio: 1, normalize_obs: true}",
+    )
+    seen: dict[str, Any] = {}
+
+    def snapshot(t: Any) -> dict[str, Any]:
+        group = t.learner.replays[0].group
+        return {
+            "env_steps": t.env_steps,
+            "pool": t.pool.metrics(),
+            "sources": group.sources(),
+            "where": group.where(),
+            "replay": replay_metrics(t.learner.replays),
+        }
+
+    def done(t: Any) -> bool:
+        counts = [r.sampler.count for r in t.learner.replays]
+        if "before" not in seen:
+            if t.env_steps < 2000 or min(counts) == 0 or t.learner.gradient_steps == 0:
+                return False
+            seen["before"] = snapshot(t)
+            if waits != "actors":
+                return True
+            t.learner.replays[0].group.kill((None, 0))
+            return False
+        return t.learner.replays[0].group.lost_shards >= 1 and (
+            t.env_steps >= seen["before"]["env_steps"] + 2000
+        )
+
+    trainer = stopping_when(done, Trainer)(cfg, write_run_dir=False, console=False)
+    try:
+        result = trainer.run()
+        after = snapshot(trainer)
+        norm = trainer.learner.obs_norm.norms[0]
+        obs_count = float(norm.count) if norm is not None else 0.0
+    finally:
+        trainer.close()
+    return {
+        "env_steps": result.env_steps,
+        "workers": sorted(w.node_id for w in workers),
+        "before": seen.get("before"),
+        "after": after,
+        "obs_count": obs_count,
     }
 
 

@@ -1,9 +1,12 @@
 """Sharded replay (``replay.shards``) on real Ray: draws across shards on two nodes follow the
 global priorities (chi-square, and a wrong split is told apart), the rate limiter holds its
 ratio within 10 % whichever side waits, a shard killed mid-run is counted, reported and
-started again while the draws go on, and SAC and IMPALA with replay train on shards in a real
-run with Ray actors. Each scenario runs in its own process in a private network namespace
-(tests/ray/ray_netns.py); the scenarios are in tests/ray/shard_scenarios.py."""
+started again while the draws go on, SAC and IMPALA with replay train on shards in a real
+run with Ray actors, and SAC's Ray actors store their unrolls in their own node's shard (the
+learner gets summaries, no unroll data; each shard's data came from its node's actors; the
+rate limiter's waits counted on the side that waits; a shard killed mid-run survived). Each
+scenario runs in its own process in a private network namespace (tests/ray/ray_netns.py);
+the scenarios are in tests/ray/shard_scenarios.py."""
 
 from __future__ import annotations
 
@@ -52,3 +55,38 @@ def test_a_replay_rule_trains_on_shards_with_ray_actors(algorithm: str) -> None:
     if algorithm == "sac":
         assert all(c > 0 for c in r["counts"]) and r["gradient_steps"] > 0, r
     assert r["diagnostics_have_replay"] and r["metrics"]["replay/lost_shards"] == 0
+
+
+def _from_own_node(snap: dict) -> bool:
+    """Every actor's insert into each shard came from an actor on the shard's node (the
+    learner's own inserts, of unrolls whose shard was lost, aside)."""
+    where, sources = snap["where"], snap["sources"]
+    senders = {
+        key: {n for per_task in s.values() for n in per_task if n != "learner"}
+        for key, s in sources.items()
+    }
+    return all(senders[key] <= {where[key]} for key in where) and any(senders.values())
+
+
+@pytest.mark.parametrize("waits", ["actors", "learner"])
+def test_sac_actors_store_their_unrolls_in_their_own_nodes_shard(waits: str) -> None:
+    r = run_scenario("sac_inserts_at_actors", script=SCRIPT, waits=waits)
+    before = r["before"]
+    assert before is not None, r
+    assert sorted(before["where"].values()) == r["workers"], "one shard per worker node"
+    pool, replay = before["pool"], before["replay"]
+    assert pool["actors/summaries"] > 0 and pool["actors/unroll_bytes"] == 0, pool
+    assert 0 < replay["replay/actor_inserts"] <= pool["actors/summaries"], replay
+    assert replay["replay/learner_inserts"] == 0, replay
+    assert _from_own_node(before), before["sources"]
+    assert r["obs_count"] > 0, "normalize_obs took the actors' moments"
+    if waits == "actors":
+        assert replay["replay/actor_wait_s"] > 0 and replay["replay/actor_overruns"] > 0, replay
+        after = r["after"]
+        assert after["replay"]["replay/lost_shards"] == 1, after["replay"]
+        assert r["env_steps"] >= before["env_steps"] + 2000, "the run went on"
+        assert after["replay"]["replay/actor_inserts"] > replay["replay/actor_inserts"]
+        assert _from_own_node(after), "the restarted shard is fed by its node's actors"
+    else:
+        assert replay["replay/learner_wait_s"] > 0, replay
+        assert replay["replay/samples_per_insert"] < 0.5 * 1.25, replay

@@ -5,7 +5,10 @@ One :meth:`SacLearner.update` (the trainer calls it with fresh unrolls, one
 :class:`~mtrl.learner.batch.TaskBatch` each):
 
 1. every unroll is copied into its task's :class:`~mtrl.replay.TaskReplay` (transitions with
-   their next observation; reset steps never sampled);
+   their next observation; reset steps never sampled) — or, stored already by its Ray actor
+   in a shard on the actor's node (sharded replay, :meth:`SacLearner.shard_routes`), comes as
+   a :class:`~mtrl.actors.shard_insert.ShardedUnroll` whose acknowledgement and observation
+   moments are taken in;
 2. the new env steps of the tasks whose replay holds ``learning_starts`` transitions owe
    ``replay_ratio x steps / batch_size`` gradient steps, the fraction carried
    (:class:`~mtrl.algorithms.sac.sampling.ReplayRatio`);
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +43,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute
 from mtrl.algorithms.feed import batch_to_unroll
 from mtrl.algorithms.sac import device_replay, obs_norm, resets
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
@@ -63,8 +67,10 @@ from mtrl.replay import (
     ShardedTaskReplay,
     TaskReplay,
     TransitionStorage,
+    actor_routes,
     replay_metrics,
     set_beta,
+    set_wait_hook,
     task_replay,
 )
 
@@ -218,18 +224,37 @@ class SacLearner:
         need = max(self.sac.learning_starts, 1)
         return [k for k, r in enumerate(self.replays) if r.sampler.count >= need]
 
-    def update(self, batches: Sequence[TaskBatch]) -> dict[str, float]:
-        """Store ``batches``, then take the gradient steps the replay ratio owes for them."""
+    def shard_routes(self) -> list[ShardRoute | None] | None:
+        """Where each task's Ray actors store their unrolls (sharded replay with
+        ``actor_inserts``: SAC draws only from its replay, so the unrolls need not come
+        here); None: they come here."""
+        return actor_routes(self.replays, self.cfg.replay)
+
+    def set_wait_hook(self, hook: Callable[[], None] | None) -> None:
+        """Call ``hook`` while a draw waits for the actors' inserts (``rate_limit.waits:
+        learner``): the trainer takes their finished unrolls in meanwhile."""
+        set_wait_hook(self.replays, hook)
+
+    def update(self, batches: Sequence[TaskBatch | ShardedUnroll]) -> dict[str, float]:
+        """Store ``batches`` (a :class:`ShardedUnroll` is stored already: its shard's answer
+        is counted), then take the gradient steps the replay ratio owes for them."""
         weighted: dict[int, float] = {}
         mirror = self.stacked.replay if self.stacked is not None else None
         for b in batches:
+            weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight
+            if isinstance(b, ShardedUnroll):
+                replay = self.replays[b.task]
+                assert isinstance(replay, ShardedTaskReplay)
+                replay.acknowledge(b)
+                if self.obs_norm is not None and b.obs_moments is not None:
+                    self.obs_norm.observe_moments(b.task, b.obs_moments)
+                continue
             unroll = batch_to_unroll(b)
             items, live = self.replays[b.task].add_unroll(unroll)
             if self.obs_norm is not None:
                 self.obs_norm.observe(b.task, unroll.obs)
             if mirror is not None:
                 mirror.write(b.task, items, live)
-            weighted[b.task] = weighted.get(b.task, 0.0) + b.num_steps * b.loss_weight
         self.mix.observe(weighted)
         ready = self.ready_tasks()
         ready_set = set(ready)

@@ -38,6 +38,7 @@ __all__ = [
     "NormalizedInput",
     "ObsNorms",
     "RunningObsNorm",
+    "combine_moments",
     "encoder_norm",
     "for_learner",
     "install",
@@ -64,7 +65,19 @@ def merge_moments(
     if n == 0:
         return count, mean, var
     rows = np.asarray(batch, np.float64).reshape(n, -1)
-    b_mean, b_var = rows.mean(0), rows.var(0)
+    return combine_moments((count, mean, var), (float(n), rows.mean(0), rows.var(0)))
+
+
+def combine_moments(
+    a: tuple[float, np.ndarray, np.ndarray], b: tuple[float, np.ndarray, np.ndarray]
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """The count, mean and population variance of two parts of the data, each summarised by
+    its own (Chan et al.'s parallel update: exact for any split; an actor summarises its
+    unroll where it stores it, the learner merges)."""
+    count, mean, var = a
+    n, b_mean, b_var = b
+    if n == 0:
+        return count, mean, var
     total = count + n
     delta = b_mean - mean
     new_mean = mean + delta * (n / total)
@@ -96,9 +109,20 @@ class RunningObsNorm(nn.Module):
     def observe(self, obs: np.ndarray) -> None:
         """Take in observations ``[n, *obs]`` (host arrays), in place (the tensors keep their
         addresses: a recorded CUDA graph reads them there)."""
-        count, mean, var = merge_moments(
-            float(self.count), self.mean.cpu().numpy(), self.var.cpu().numpy(), obs
+        self.take(
+            merge_moments(float(self.count), self.mean.cpu().numpy(), self.var.cpu().numpy(), obs)
         )
+
+    @torch.no_grad()
+    def observe_moments(self, moments: tuple[float, np.ndarray, np.ndarray]) -> None:
+        """Take in observations summarised by their count, mean and variance, in place."""
+        mine = (float(self.count), self.mean.cpu().numpy(), self.var.cpu().numpy())
+        self.take(combine_moments(mine, moments))
+
+    def take(self, moments: tuple[float, np.ndarray, np.ndarray]) -> None:
+        """Set the statistics to ``moments`` in place (the tensors keep their addresses: a
+        recorded CUDA graph reads them there)."""
+        count, mean, var = moments
         self.count.fill_(count)
         self.mean.copy_(torch.from_numpy(mean))
         self.var.copy_(torch.from_numpy(var))
@@ -171,6 +195,13 @@ class ObsNorms:
         if norm is not None:
             rows = np.asarray(obs)[:-1]
             norm.observe(rows.reshape(-1, *rows.shape[2:]))
+
+    def observe_moments(self, task: int, moments: tuple[float, np.ndarray, np.ndarray]) -> None:
+        """Take in an unroll's observations as summarised by the actor that stored it
+        (:func:`mtrl.actors.shard_insert.obs_moments`: the same rows as :meth:`observe`)."""
+        norm = self.norms[task]
+        if norm is not None:
+            norm.observe_moments(moments)
 
 
 def install(model: nn.Module, critics: Sequence[Any], device: torch.device) -> ObsNorms:
