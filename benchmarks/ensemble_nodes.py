@@ -10,7 +10,9 @@ floats of state, physics ~0, so what is measured is the coupling), **one process
 Measured:
 
 - **start-up**: seconds from the actors' build call to every member's first observation (every
-  code launched and through its handshake), per actor and for the whole ensemble;
+  code launched and through its handshake), per actor and for the whole ensemble; the actors
+  start one after the other (``--start in-turn``; on a cluster each node launches its own
+  members on its own cores) or all at once (``--start together``);
 - **step**: every actor steps its batch ``--steps`` times at once; the ensemble's env steps/s,
   each actor's batch-step p50/p99, and the cost per member-step (batch step / members) beside
   **a bare round trip**: the same member's request and reply as plain ZeroMQ messages between
@@ -207,7 +209,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         placed = ray.get([h.node.remote() for h in hosts])
         t0 = time.perf_counter()
-        startups = ray.get([h.build.remote() for h in hosts])
+        if args.start == "together":
+            startups = ray.get([h.build.remote() for h in hosts])
+        else:  # one actor after the other: on a cluster each would start on its own cores
+            startups = [ray.get(h.build.remote()) for h in hosts]
         startup_all = time.perf_counter() - t0
         print(
             f"{total} members on {len(set(placed))} nodes ({len(hosts)} actors of "
@@ -278,6 +283,13 @@ def main() -> None:
     p.add_argument("--members", type=int, default=128)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--kills", type=int, default=4)
+    p.add_argument(
+        "--start",
+        choices=["together", "in-turn"],
+        default="in-turn",
+        help="build the actors' envs at once, or one actor after the other (default: a small "
+        "machine cannot launch a thousand codes at once within their heartbeats)",
+    )
     p.add_argument("--results-dir", type=Path)
     args = p.parse_args()
     if not os.environ.get(INSIDE):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -127,6 +128,40 @@ def start(command: list[str], log_max_bytes: int | None) -> tuple[subprocess.Pop
     return child, copier
 
 
+def wait_for(child: subprocess.Popen, parent: int, stop: dict[str, int]) -> int | None:
+    """The command's exit status once it ends, or None when a signal asked us to stop or our
+    parent is gone first. Asleep in between: the kernel wakes us when the command ends
+    (``pidfd_open``) or a signal arrives (the wakeup fd), and once a second to check the parent
+    (should ``PR_SET_PDEATHSIG`` not reach us). A thousand launchers on one machine must cost
+    nothing while their codes run; polling ``wait`` with a timeout woke each ~80 times a second
+    and, at a thousand members, took the CPU their codes and heartbeats needed."""
+    try:
+        pidfd = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):  # no pidfd (old kernel or platform): poll instead
+        while not stop["sig"] and os.getppid() == parent:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return child.wait(timeout=0.1)
+        return None
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    previous = signal.set_wakeup_fd(wake_w)
+    try:
+        while not stop["sig"] and os.getppid() == parent:
+            ready, _, _ = select.select([pidfd, wake_r], [], [], 1.0)
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 512)
+            code = child.poll()
+            if code is not None:
+                return code
+        return None
+    finally:
+        signal.set_wakeup_fd(previous)
+        for fd in (pidfd, wake_r, wake_w):
+            os.close(fd)
+
+
 def main(argv: list[str]) -> int:
     parent, grace = int(argv[0]), float(argv[1])
     options = argv[2 : argv.index("--")]
@@ -150,10 +185,7 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         print(f"mtrl launcher: cannot start {command[0]!r}: {e}", file=sys.stderr)
         return 126 if isinstance(e, PermissionError) else 127
-    code: int | None = None
-    while code is None and not stop["sig"] and os.getppid() == parent:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            code = child.wait(timeout=0.1)
+    code = wait_for(child, parent, stop)
     shutdown(grace if code is None else min(grace, 0.5))
     if copier is not None:
         copier.join(timeout=2.0)  # the last lines (a crash's message) reach the log first
