@@ -101,6 +101,33 @@ def _c_code(binary: Path, folder: Path, *extra: str) -> subprocess.Popen:
     )
 
 
+def _train(site: Path, cfg: Path) -> subprocess.Popen:
+    """``mtrl train CFG`` started, its output piped (read it with :class:`Lines`)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environ(site),
+    )
+
+
+def _end(train: subprocess.Popen, codes: list[subprocess.Popen]) -> None:
+    """Kill what still runs of the trainer and the codes, and reap them."""
+    if train.poll() is None:
+        train.kill()
+    for p in codes:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=30)
+
+
+def _last_metrics(tmp_path: Path) -> dict[str, str]:
+    """Each metric's last value in the run's metrics.csv."""
+    rows = list(csv.DictReader(next(tmp_path.glob("runs/*/metrics.csv")).open()))
+    return {k: v for row in rows for k, v in row.items() if v not in ("", None)}
+
+
 class Lines:
     """The trainer's output lines, read as they come."""
 
@@ -143,13 +170,7 @@ def test_codes_join_late_and_leave_and_the_run_finishes(site: Path, tmp_path: Pa
     codes = [_code(folder, tmp_path, "a", "--delay", "0.005")]
     kwargs = f"{{members_dir: {folder}, min_members: 1, max_members: 3, member_grace_s: 120}}"
     cfg = _config(tmp_path / "c.yaml", kwargs, steps=9000)
-    train = subprocess.Popen(
-        [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_environ(site),
-    )
+    train = _train(site, cfg)
     lines = Lines(train)
     end = time.monotonic() + LIMIT_S
     try:
@@ -164,14 +185,8 @@ def test_codes_join_late_and_leave_and_the_run_finishes(site: Path, tmp_path: Pa
         train.wait(timeout=LIMIT_S)  # the run finishes on its own, with the one code left
         assert train.returncode == 0, lines.rest()
     finally:
-        if train.poll() is None:
-            train.kill()
-        for p in codes:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=30)
-    rows = list(csv.DictReader(next(tmp_path.glob("runs/*/metrics.csv")).open()))
-    last = {k: v for row in rows for k, v in row.items() if v not in ("", None)}
+        _end(train, codes)
+    last = _last_metrics(tmp_path)
     assert float(last["task/joiners/drift/member_joins"]) == 3, last
     assert float(last["task/joiners/drift/member_leaves"]) == 1, last
     assert float(last["task/joiners/drift/member_vanished"]) == 1, last
@@ -188,13 +203,7 @@ def test_c_codes_announce_themselves_and_one_says_goodbye(
     codes = [_c_code(c_drift_sim, folder), _c_code(c_drift_sim, folder, "100")]
     kwargs = f"{{members_dir: {folder}, min_members: 1, max_members: 3, member_grace_s: 120}}"
     cfg = _config(tmp_path / "c.yaml", kwargs, steps=10_000_000)
-    train = subprocess.Popen(
-        [sys.executable, "-m", "mtrl.cli", "train", str(cfg)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_environ(site),
-    )
+    train = _train(site, cfg)
     lines = Lines(train)
     end = time.monotonic() + LIMIT_S
     try:
@@ -204,15 +213,9 @@ def test_c_codes_announce_themselves_and_one_says_goodbye(
         out = lines.rest()
         assert train.returncode == 128 + signal.SIGTERM, out
     finally:
-        if train.poll() is None:
-            train.kill()
-        for p in codes:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=30)
+        _end(train, codes)
     assert "vanished" not in out, out
-    rows = list(csv.DictReader(next(tmp_path.glob("runs/*/metrics.csv")).open()))
-    last = {k: v for row in rows for k, v in row.items() if v not in ("", None)}
+    last = _last_metrics(tmp_path)
     assert float(last["task/joiners/drift/member_joins"]) == 2, last
     assert float(last["task/joiners/drift/member_leaves"]) == 1, last
     assert float(last.get("task/joiners/drift/member_vanished", 0)) == 0, last
