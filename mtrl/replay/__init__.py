@@ -15,7 +15,7 @@ from mtrl.replay.build import (
     task_replay,
 )
 from mtrl.replay.samplers import PrioritizedSampler, Sampler, UniformSampler, sequence_priorities
-from mtrl.replay.sharded import ShardedTaskReplay
+from mtrl.replay.sharded import ReplayEmptied, ShardedTaskReplay
 from mtrl.replay.storage import (
     SequenceBatch,
     SequenceStorage,
@@ -27,6 +27,7 @@ from mtrl.replay.task_replay import TaskReplay
 
 __all__ = [
     "PrioritizedSampler",
+    "ReplayEmptied",
     "Sampler",
     "SequenceBatch",
     "SequenceStorage",

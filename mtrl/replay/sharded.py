@@ -63,6 +63,12 @@ HELD_UNROLLS = 64
 anyway (an overrun)."""
 
 
+class ReplayEmptied(RuntimeError):
+    """A draw found no sampleable item left in a task's shards: the shards that held them
+    were lost (their node with them) since the learner judged the task ready. The learner
+    judges again (:attr:`ShardedSampler.count` no longer counts the lost items)."""
+
+
 class ShardedSampler:
     """What a rule reads of a replay's sampler (``count``, ``capacity``, ``beta``), for a
     sharded replay: the front keeps the sampling state."""
@@ -309,7 +315,10 @@ class ShardedTaskReplay:
 
     def _request(self, n: int, rng: np.random.Generator) -> list[tuple[int, int, Any]]:
         """Ask the shards for ``n`` items split by their masses: (shard, count, call)."""
-        counts = split_by_mass(np.array([s.total for s in self.stats]), n, rng)
+        masses = np.array([s.total for s in self.stats])
+        if not masses.sum() > 0:
+            raise ReplayEmptied(f"task {self.task}: no sampleable item left in its shards")
+        counts = split_by_mass(masses, n, rng)
         seeds = rng.integers(2**63, size=len(counts))
         return [
             (i, int(c), self._call(i, "sample", self.task, int(c), int(seeds[i])))

@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["Link", "SlowNetwork", "unavailable"]
+__all__ = ["Link", "SlowNetwork", "link_bytes", "unavailable"]
 
 SUBNET = "10.77.0"
 _TUNSETIFF = 0x400454CA
@@ -74,6 +74,27 @@ def unavailable(delay: bool = True) -> str | None:
     if delay and not os.path.exists("/dev/net/tun"):
         return "/dev/net/tun is missing: no TUN devices for delayed links"
     return None
+
+
+def link_bytes(namespace: str, device: str, direction: str) -> int:
+    """The kernel's count of bytes ``device`` in ``namespace`` has sent (``direction="tx"``)
+    or received (``"rx"``); readable from any process that can enter the namespace (root),
+    such as a driver running in another host's namespace."""
+    out = subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            namespace,
+            "cat",
+            f"/sys/class/net/{device}/statistics/{direction}_bytes",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return int(out.stdout.strip())
 
 
 def _sh(*args: str) -> None:
@@ -213,14 +234,11 @@ class SlowNetwork:
 
     def tx_bytes(self, host: int) -> int:
         """Bytes host ``host`` has sent over its link (the device's counter)."""
-        out = subprocess.run(
-            self.run(host, ["cat", f"/sys/class/net/{self.devices[host]}/statistics/tx_bytes"]),
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        )
-        return int(out.stdout.strip())
+        return link_bytes(self.namespaces[host], self.devices[host], "tx")
+
+    def rx_bytes(self, host: int) -> int:
+        """Bytes host ``host`` has received over its link (the device's counter)."""
+        return link_bytes(self.namespaces[host], self.devices[host], "rx")
 
     @property
     def forwarded(self) -> int:

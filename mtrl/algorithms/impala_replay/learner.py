@@ -41,6 +41,7 @@ from mtrl.learner.batch import TaskBatch, task_batch
 from mtrl.learner.distributed import DistContext
 from mtrl.learner.protocol import Learner
 from mtrl.replay import (
+    ReplayEmptied,
     SequenceStorage,
     ShardedTaskReplay,
     TaskReplay,
@@ -125,7 +126,10 @@ class ImpalaReplayLearner:
             replay = self.replays[task]
             if n == 0 or replay.sampler.count < n:
                 continue
-            seq, _, _ = replay.sample(n, self.rng)
+            try:
+                seq, _, _ = replay.sample(n, self.rng)
+            except ReplayEmptied:  # its shards were lost since the count was taken
+                continue
             batch = task_batch(seq, self.device)
             batch.loss_weight = weight
             out.append(batch)

@@ -64,6 +64,7 @@ from mtrl.learner.model import MultiTaskModel
 from mtrl.learner.optim import adam_step, clear_grads, param_groups
 from mtrl.learner.task_gradients import GradientCombiner
 from mtrl.replay import (
+    ReplayEmptied,
     ShardedTaskReplay,
     TaskReplay,
     TransitionStorage,
@@ -262,10 +263,17 @@ class SacLearner:
         steps = self._owed_steps(new_steps, bool(ready))
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         every = self.sac.reset_every
-        for done in range(self.gradient_steps + 1, self.gradient_steps + steps + 1):
-            sums += self._gradient_step(ready)
-            if every is not None and done % every == 0:
+        taken = 0
+        while taken < steps and ready:
+            try:
+                sums += self._gradient_step(ready)
+            except ReplayEmptied:  # a lost shard took a task's items: judge readiness again
+                ready = self.ready_tasks()
+                continue
+            taken += 1
+            if every is not None and (self.gradient_steps + taken) % every == 0:
                 resets.reset(self)
+        steps = taken
         self.gradient_steps += steps
         self.version += 1
         if steps:
