@@ -70,6 +70,12 @@ class ShardsConfig(ConfigModel):
     prefetch: bool = True
     """Draw the next batch while the learner trains on this one (its items drawn with the
     priorities of one step earlier)."""
+    draw_batches: PositiveInt = 1
+    """Batches drawn at once: one call per shard asks for ``draw_batches`` batches' rows, and
+    the learner's next draws take them in turn (in a random order; each row's distribution
+    unchanged). A Ray call's latency and fixed bytes, which outweigh a small batch's own,
+    are then shared by that many batches; the last rows taken were drawn with priorities
+    that many steps old. 1: a call per batch."""
     restart_lost: bool = True
     """Start a lost shard again (empty; its items are lost and counted as
     ``replay/lost_items``) and go on; false: a lost shard ends the run."""

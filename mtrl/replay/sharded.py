@@ -15,7 +15,8 @@ learning rule calls on a ``TaskReplay`` (``add_unroll``, ``sample``, ``update_pr
 * **draws** split the batch over the shards in proportion to their total mass and combine the
   parts with the unsharded importance weights (:mod:`mtrl.replay.shard_math`: the sampling
   distribution is the unsharded one's), and ask for the next batch at once (``prefetch``), so
-  the learner's next draw finds it ready;
+  the learner's next draw finds it ready; one call per shard may draw several batches' rows
+  (``draw_batches``), handed out in turn, so small batches do not pay a Ray call each;
 * **priority updates** go to each shard in one call per draw, without waiting;
 * **a lost shard** (its actor or node died) is counted, its acknowledged items reported lost,
   and it is started again empty (``restart_lost``); a draw that it was part of is made up from
@@ -123,7 +124,9 @@ class ShardedTaskReplay:
         self._adds: deque[tuple[int, Any]] = deque()  # (shard, pending add) oldest first
         self._updates: list[tuple[int, Any]] = []  # (shard, pending priority update)
         self._held: deque[tuple[UnrollBuffer, float]] = deque()  # waits: actors
-        self._prefetch: tuple[int, list[tuple[int, int, Any]]] | None = None
+        self._prefetch: list[tuple[int, int, Any]] | None = None  # a draw on its way
+        self._rows: tuple[Any, np.ndarray, np.ndarray] | None = None  # drawn, not handed out
+        self._rows_at = 0  # the next row of ``_rows`` handed out
         self.waits = {
             "learner_wait_s": 0.0,
             "insert_wait_s": 0.0,
@@ -270,9 +273,9 @@ class ShardedTaskReplay:
         self.collect()
         if self.limiter is not None:
             self._wait_to_sample(batch_size)
-        batch, indices, masses = self._take_prefetched(batch_size, rng)
-        if self.cfg.prefetch:
-            self._prefetch = (batch_size, self._request(batch_size, rng))
+        batch, indices, masses = self._take(batch_size, rng)
+        if self.cfg.prefetch and self._prefetch is None and self._left() < batch_size:
+            self._prefetch = self._request(batch_size * self.cfg.draw_batches, rng)
         if self.limiter is not None:
             self.limiter.sampled(batch_size)
             if self.cfg.rate_limit.waits == "actors":
@@ -348,24 +351,33 @@ class ShardedTaskReplay:
             masses.append(mass)
         return concat_rows(parts), np.concatenate(indices), np.concatenate(masses)
 
-    def _take_prefetched(
-        self, n: int, rng: np.random.Generator
-    ) -> tuple[Any, np.ndarray, np.ndarray]:
-        """``n`` rows: of the prefetched batch (a random subset when it is larger: each row's
-        marginal stays proportional) and drawn now for what it lacks."""
-        pre, self._prefetch = self._prefetch, None
-        if pre is None:
-            return self._gather(self._request(n, rng), rng)
-        batch, indices, masses = self._gather(pre[1], rng)
-        have = num_rows(batch)
-        if have >= n:
-            rows = rng.permutation(have)[:n]
-            return take_rows(batch, rows), indices[rows], masses[rows]
-        more, more_idx, more_mass = self._gather(self._request(n - have, rng), rng)
+    def _left(self) -> int:
+        """Rows drawn and not handed out yet."""
+        return 0 if self._rows is None else num_rows(self._rows[0]) - self._rows_at
+
+    def _take(self, n: int, rng: np.random.Generator) -> tuple[Any, np.ndarray, np.ndarray]:
+        """``n`` rows: the next of those drawn ahead, then of the draw on its way, then of a
+        draw made now (of ``draw_batches`` batches' rows)."""
+        parts = []
+        while (have := sum(len(p[1]) for p in parts)) < n:
+            if self._left():
+                take = np.arange(self._rows_at, self._rows_at + min(n - have, self._left()))
+                batch, indices, masses = self._rows  # type: ignore[misc]
+                parts.append((take_rows(batch, take), indices[take], masses[take]))
+                self._rows_at += len(take)
+                continue
+            request, self._prefetch = self._prefetch, None
+            if request is None:
+                request = self._request(max(n - have, n * self.cfg.draw_batches), rng)
+            batch, indices, masses = self._gather(request, rng)
+            order = rng.permutation(len(indices))  # parts come shard by shard: mixed
+            self._rows, self._rows_at = (take_rows(batch, order), indices[order], masses[order]), 0
+        if len(parts) == 1:
+            return parts[0]
         return (
-            concat_rows([batch, more]),
-            np.concatenate([indices, more_idx]),
-            np.concatenate([masses, more_mass]),
+            concat_rows([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
         )
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
@@ -407,3 +419,4 @@ class ShardedTaskReplay:
             for i, part in enumerate(state["parts"])
         ]
         self.stats = list(self.group.ray.get(refs))
+        self._prefetch, self._rows, self._rows_at = None, None, 0  # drawn from what was there

@@ -40,9 +40,10 @@ def _settle(front: Any, count: int) -> None:
         front.collect(block=True)
 
 
-def proportions_follow_priorities(batches: int = 300) -> dict[str, Any]:
+def proportions_follow_priorities(batches: int = 300, draw_batches: int = 1) -> dict[str, Any]:
     """Two shards on two worker nodes (the head offers no CPUs); priorities set item by item;
-    ``batches`` draws of 1000 (prefetched) counted per item."""
+    ``batches`` draws of 1000 (prefetched; ``draw_batches`` of them per call to the shards)
+    counted per item."""
     from scipy import stats
 
     from mtrl.replay.shard_math import encode
@@ -52,7 +53,7 @@ def proportions_follow_priorities(batches: int = 300) -> dict[str, Any]:
         "sampler": "prioritized",
         "priority_alpha": 0.7,
         "priority_beta": 0.5,
-        "shards": {"count": 2, "num_cpus": 1},
+        "shards": {"count": 2, "num_cpus": 1, "draw_batches": draw_batches},
     }
     front = _front(replay, 80)  # 40 items per shard
     for k in range(4):
@@ -67,12 +68,15 @@ def proportions_follow_priorities(batches: int = 300) -> dict[str, Any]:
     masses = (np.abs(td) + 1e-6) ** 0.7
     hits = np.zeros(80)
     weights_ok = True
+    first = []  # rows of the first shard per batch: binomial if batches are mixed
     for _ in range(batches):
         _, idx, w = front.sample(1000, rng)
         np.add.at(hits, idx, 1)
+        first.append(int(np.count_nonzero(idx < 40)))
         want = (masses.min() / masses[idx]) ** 0.5
         weights_ok &= bool(np.allclose(w, want, rtol=1e-5))
     test = stats.chisquare(hits, masses / masses.sum() * hits.sum())
+    share = float(masses[:40].sum() / masses.sum())
     # the same count drawn by the items' share of their own shard only (a wrong split)
     by_count = np.concatenate([m / m.sum() / 2 for m in np.split(masses, 2)])
     wrong = stats.chisquare(hits, by_count * hits.sum())
@@ -81,6 +85,7 @@ def proportions_follow_priorities(batches: int = 300) -> dict[str, Any]:
         "wrong_pvalue": float(wrong.pvalue),
         "draws": float(hits.sum()),
         "weights_ok": weights_ok,
+        "dispersion": float(np.var(first) / (1000 * share * (1 - share))),
         "shard_nodes": sorted(front.group.where().values()),
         "workers": sorted(w.node_id for w in workers),
     }

@@ -21,8 +21,8 @@ import pytest
 
 pytest.importorskip("ray", reason="the ray extra is not installed")
 
-from mtrl.testing.ray_nodes import RayNodes  # noqa: E402
-from mtrl.testing.slow_links import Link, SlowNetwork, unavailable  # noqa: E402
+from mtrl.testing.ray_nodes import RayNodes
+from mtrl.testing.slow_links import Link, SlowNetwork, unavailable
 
 pytestmark = [
     pytest.mark.slow,

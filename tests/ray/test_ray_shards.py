@@ -21,12 +21,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 SCRIPT = Path(__file__).with_name("shard_scenarios.py")
 
 
-def test_draws_across_shards_on_two_nodes_follow_the_global_priorities() -> None:
-    r = run_scenario("proportions_follow_priorities", script=SCRIPT)
+@pytest.mark.parametrize("draw_batches", [1, 4])
+def test_draws_across_shards_on_two_nodes_follow_the_global_priorities(draw_batches: int) -> None:
+    r = run_scenario("proportions_follow_priorities", script=SCRIPT, draw_batches=draw_batches)
     assert r["draws"] == 300_000
     assert r["pvalue"] > 1e-3, "the counts per item do not match p^alpha / sum"
     assert r["wrong_pvalue"] < 1e-6, "the test tells a wrong split apart"
     assert r["weights_ok"], "importance weights are the unsharded sampler's"
+    assert 0.7 < r["dispersion"] < 1.3, "each batch a mix of the shards, as one draw's rows"
     assert r["shard_nodes"] == r["workers"], "one shard on each worker node, none on the head"
 
 
