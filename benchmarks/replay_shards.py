@@ -3,7 +3,8 @@ number of shards, the learner's starved fraction, and the bytes that cross to th
 node per transition, with every node in its own network namespace.
 
     .venv/bin/python benchmarks/replay_shards.py [--shards 1 2 4 8] [--workers 4] \\
-        [--rate-mbit 100] [--seconds 5] [--step-ms 5] [--out docs/results/replay_shards.json]
+        [--rate-mbit 0 100] [--seconds 5] [--step-ms 5] [--draw-batches 1] \\
+        [--out docs/results/replay_shards.json]
 
 A head (the learner's node, no CPUs for Ray) and ``--workers`` worker nodes are started with
 ``ray start`` in network namespaces joined by veth links (:mod:`mtrl.testing.ray_nodes`), each
@@ -19,7 +20,8 @@ shard ``i`` on worker ``i mod workers``, and measures, each for ``--seconds``:
   the learner: the acknowledgements only);
 - **learner inserts**: the driver sending the unrolls itself (``actor_inserts: false``), for
   the bytes an unroll costs when it does cross;
-- **draws**: batches of 256 with their priority update, prefetched, back to back
+- **draws**: batches of 256 with their priority update, prefetched (``--draw-batches`` of
+  them per call to the shards), back to back
   (transitions per second) and then with ``--step-ms`` of learner work between draws (a sleep,
   as a device's step leaves the CPU free), where the **starved fraction** is the share of the
   loop spent waiting for a batch; bytes received by the head per drawn transition.
@@ -114,7 +116,10 @@ def measure(shards: int, args: argparse.Namespace, counters: Counters) -> dict[s
     from mtrl.config.replay import ReplayConfig
     from mtrl.replay import TransitionStorage, task_replay
 
-    replay = ReplayConfig(sampler="prioritized", shards={"count": shards, "prefetch": True})
+    replay = ReplayConfig(
+        sampler="prioritized",
+        shards={"count": shards, "prefetch": True, "draw_batches": args.draw_batches},
+    )
     obs, act = spaces_of(args.obs_dim)
     front = task_replay(TransitionStorage(0, obs, act, T, CAPACITY), replay)
     rng = np.random.default_rng(0)
@@ -170,6 +175,8 @@ def measure(shards: int, args: argparse.Namespace, counters: Counters) -> dict[s
         row[f"{key}_transitions_s"] = draws * BATCH / elapsed
         row[f"{key}_starved_fraction"] = waited / elapsed
         row[f"{key}_head_rx_per_transition"] = (after[0][0] - before[0][0]) / (draws * BATCH)
+    batch, _, _ = front.sample(BATCH, rng)
+    row["row_bytes"] = sum(v.nbytes for v in vars(batch).values()) / BATCH  # a row's arrays
     row["items"] = front.sampler.count
     for handle in front.group.handles.values():  # the next shard count starts afresh
         ray.kill(handle, no_restart=True)
@@ -202,6 +209,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--step-ms", type=float, default=5.0)
     parser.add_argument("--obs-dim", type=int, default=39)
+    parser.add_argument("--draw-batches", type=int, default=1, help="replay.shards.draw_batches")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--namespaces", help=argparse.SUPPRESS)
@@ -224,6 +232,7 @@ def main() -> None:
                 sys.executable, __file__, "--driver", "--shards", *map(str, args.shards),
                 "--workers", str(args.workers), "--seconds", str(args.seconds),
                 "--step-ms", str(args.step_ms), "--obs-dim", str(args.obs_dim),
+                "--draw-batches", str(args.draw_batches),
                 "--namespaces", ",".join(net.namespaces), "--device", net.devices[0],
             ]  # fmt: skip
             env = dict(nodes.env, PYTHONPATH=str(REPO))
@@ -240,6 +249,7 @@ def main() -> None:
             "benchmark": "replay_shards",
             "args": {k: v for k, v in vars(args).items() if k not in ("driver", "out")},
             "cpu_count": os.cpu_count(),
+            "load_avg_1min_at_end": os.getloadavg()[0],
             "git_commit": subprocess.run(
                 ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
             ).stdout.strip(),
