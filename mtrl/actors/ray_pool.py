@@ -21,7 +21,8 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
   the actor stores the unroll there and the call returns a
   :class:`~mtrl.actors.shard_insert.ShardedUnroll` in the buffer's place, which holds no slot
   (the learner keeps no data of it; the replay's rate limiter is what holds such actors back).
-  The pool counts what reached the learner (``actors/summaries``, ``actors/unroll_bytes``).
+  The pool counts what reached the learner (``actors/summaries``, ``actors/unroll_bytes``); the
+  routes and the counts: :mod:`mtrl.actors.ray_shard_routes`.
 * **Faults** (as :class:`~mtrl.actors.pool.ParallelPool`, docs/FAULTS.md): an env that raises
   or returns NaN arrives as the call's exception; a killed actor process or a lost node as
   Ray's actor-died error; a call running ``step_timeout_s`` past the actor's usual unroll time
@@ -67,8 +68,9 @@ from mtrl.actors.ray_placement import (
     unfit_placements,
     unplaced_tasks,
 )
+from mtrl.actors.ray_shard_routes import ShardRoutes, UnrollTally, holds_slot
 from mtrl.actors.server import ActorEvent, ReadyUnroll
-from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute, array_bytes
+from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.errors import UserError
@@ -158,9 +160,8 @@ class RayPool:
         self._actors: dict[int, _Actor] = {}
         self._ids = ids or itertools.count()
         self._started_per_task: dict[int, int] = defaultdict(int)
-        self._routes: list[ShardRoute | None] = [None] * len(tasks)
-        self.summaries = 0  # unrolls stored by their actors in a shard: only a summary came
-        self.unroll_bytes = 0  # bytes of unroll arrays that came to this process
+        self._routes = ShardRoutes(len(tasks))
+        self.tally = UnrollTally()  # what of the unrolls came here: summaries, array bytes
 
     def _refuse_unfit_placements(self) -> None:
         names = [t.name if t is not None else None for t in self.tasks]
@@ -204,11 +205,7 @@ class RayPool:
         ``actors/summaries`` (unrolls their actors stored in a shard) and
         ``actors/unroll_bytes`` (unroll arrays that reached this process)."""
         per_node = self.actors_per_node()
-        out: dict[str, float] = {
-            "actors/nodes": float(len(per_node)),
-            "actors/summaries": float(self.summaries),
-            "actors/unroll_bytes": float(self.unroll_bytes),
-        }
+        out: dict[str, float] = {"actors/nodes": float(len(per_node)), **self.tally.metrics()}
         out.update({f"actors/node/{n[:12]}": float(c) for n, c in per_node.items()})
         return out
 
@@ -236,9 +233,8 @@ class RayPool:
         opts = actor_options(self.placements[task])
         handle = self._remote.options(name=None, **opts).remote(spec, self._model_ref)
         node_ref = handle.node.remote()  # runs as soon as Ray has placed the actor
-        route = self._routes[task]
-        a = _Actor(spec, handle, handle.start.remote(route), node_ref)
-        a.route = None if route is None else route.version
+        route, version = self._routes.current(task)
+        a = _Actor(spec, handle, handle.start.remote(route), node_ref, route=version)
         self._actors[actor_id] = a
         return actor_id
 
@@ -246,13 +242,12 @@ class RayPool:
         """Per task, the replay shards its actors store their unrolls in (None: the unrolls
         come here); actors started from now on get theirs at start, running ones when the
         route's version changed (a shard was started again)."""
-        self._routes = list(routes)
+        self._routes.set(routes)
         for a in self._actors.values():
-            route = self._routes[a.spec.task]
-            version = None if route is None else route.version
-            if version != a.route:
-                a.handle.set_route.remote(route)  # runs before its next unroll
-                a.route = version
+            newer = self._routes.newer(a.spec.task, a.route)
+            if newer is not None:
+                a.handle.set_route.remote(newer[0])  # runs before its next unroll
+                a.route = newer[1]
 
     def stop_actor(self, actor_id: int) -> None:
         """End an actor now; unrolls it already handed out stay valid (the driver owns them)."""
@@ -373,15 +368,12 @@ class RayPool:
         a.walls.append(info.wall_seconds)
         self.faults[a.spec.task].record_unroll(now)
         buf: UnrollBuffer | ShardedUnroll
-        if isinstance(data, ShardedUnroll):
-            # Stored in its shard: the learner holds no data of it, so the slot is free now
-            # (the rate limiter, not the learner's pace, holds the actors back).
-            self.summaries += 1
-            buf = data
-        else:
+        if holds_slot(data):
             a.held += 1
             buf = UnrollBuffer(task=a.spec.task, **data)
-            self.unroll_bytes += array_bytes(data)
+        else:
+            buf = data  # stored in its shard: the slot is free now
+        self.tally.count(data)
         self._submit(a)
         return ReadyUnroll(a.spec.actor_id, a.spec.task, buf, info)
 
@@ -401,7 +393,7 @@ class RayPool:
 
     def release(self, unroll: ReadyUnroll) -> None:
         a = self._actors.get(unroll.actor_id)
-        if a is None or isinstance(unroll.buffer, ShardedUnroll):
+        if a is None or not holds_slot(unroll.buffer):
             return  # a summary held no slot
         a.held = max(a.held - 1, 0)
         self._submit(a)
