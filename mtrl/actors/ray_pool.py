@@ -5,7 +5,8 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
 
 * **Placement.** Each actor reserves its task's :class:`~mtrl.config.placement.TaskPlacement`
   (CPUs, memory, custom resources that pin it to the nodes where its simulation is installed);
-  Ray puts it on a node that has them.
+  Ray puts it on a node that has them. A task the cluster has no room for is warned of
+  (:mod:`mtrl.actors.ray_room`).
 * **Inference on the actor** (IMPALA's arrangement, :mod:`mtrl.actors.ray_actor`): each actor
   acts with its own CPU copy of the policy. :meth:`RayPool.publish` only notes the learner's
   newest version; the weights go into Ray's object store (once per version, when an actor is
@@ -21,7 +22,8 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
   the actor stores the unroll there and the call returns a
   :class:`~mtrl.actors.shard_insert.ShardedUnroll` in the buffer's place, which holds no slot
   (the learner keeps no data of it; the replay's rate limiter is what holds such actors back).
-  The pool counts what reached the learner (``actors/summaries``, ``actors/unroll_bytes``).
+  The pool counts what reached the learner (``actors/summaries``, ``actors/unroll_bytes``); the
+  routes and the counts: :mod:`mtrl.actors.ray_shard_routes`.
 * **Faults** (as :class:`~mtrl.actors.pool.ParallelPool`, docs/FAULTS.md): an env that raises
   or returns NaN arrives as the call's exception; a killed actor process or a lost node as
   Ray's actor-died error; a call running ``step_timeout_s`` past the actor's usual unroll time
@@ -58,17 +60,11 @@ from mtrl.actors.ray_cluster import (
     live_nodes,
 )
 from mtrl.actors.ray_faults import describe_ray_error, overdue_unroll
-from mtrl.actors.ray_placement import (
-    StarveWatch,
-    missing_resources,
-    no_actor_reason,
-    no_room_message,
-    starved_message,
-    unfit_placements,
-    unplaced_tasks,
-)
+from mtrl.actors.ray_placement import missing_resources, unfit_placements
+from mtrl.actors.ray_room import RoomWarnings
+from mtrl.actors.ray_shard_routes import ShardRoutes, UnrollTally, holds_slot
 from mtrl.actors.server import ActorEvent, ReadyUnroll
-from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute, array_bytes
+from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute
 from mtrl.actors.unroll import UnrollBuffer
 from mtrl.config.placement import RayConfig, TaskPlacement
 from mtrl.errors import UserError
@@ -145,9 +141,8 @@ class RayPool:
         self._ray = import_ray()
         self._refuse_unfit_placements()
         self.watch_starved = watch_starved
-        self.starve = StarveWatch(self.ray_config.starved_warning_s)
-        self._starve_checked = float("-inf")
-        self._room_said = False
+        names = [t.name if t is not None else None for t in tasks]
+        self.room = RoomWarnings(names, self.placements, self.ray_config.starved_warning_s)
         self._remote = self._ray.remote(RemoteActor)
         model = copy.deepcopy(inference.model).to("cpu").eval()
         model.requires_grad_(False)
@@ -158,9 +153,8 @@ class RayPool:
         self._actors: dict[int, _Actor] = {}
         self._ids = ids or itertools.count()
         self._started_per_task: dict[int, int] = defaultdict(int)
-        self._routes: list[ShardRoute | None] = [None] * len(tasks)
-        self.summaries = 0  # unrolls stored by their actors in a shard: only a summary came
-        self.unroll_bytes = 0  # bytes of unroll arrays that came to this process
+        self._routes = ShardRoutes(len(tasks))
+        self.tally = UnrollTally()  # what of the unrolls came here: summaries, array bytes
 
     def _refuse_unfit_placements(self) -> None:
         names = [t.name if t is not None else None for t in self.tasks]
@@ -204,11 +198,7 @@ class RayPool:
         ``actors/summaries`` (unrolls their actors stored in a shard) and
         ``actors/unroll_bytes`` (unroll arrays that reached this process)."""
         per_node = self.actors_per_node()
-        out: dict[str, float] = {
-            "actors/nodes": float(len(per_node)),
-            "actors/summaries": float(self.summaries),
-            "actors/unroll_bytes": float(self.unroll_bytes),
-        }
+        out: dict[str, float] = {"actors/nodes": float(len(per_node)), **self.tally.metrics()}
         out.update({f"actors/node/{n[:12]}": float(c) for n, c in per_node.items()})
         return out
 
@@ -236,9 +226,8 @@ class RayPool:
         opts = actor_options(self.placements[task])
         handle = self._remote.options(name=None, **opts).remote(spec, self._model_ref)
         node_ref = handle.node.remote()  # runs as soon as Ray has placed the actor
-        route = self._routes[task]
-        a = _Actor(spec, handle, handle.start.remote(route), node_ref)
-        a.route = None if route is None else route.version
+        route, version = self._routes.current(task)
+        a = _Actor(spec, handle, handle.start.remote(route), node_ref, route=version)
         self._actors[actor_id] = a
         return actor_id
 
@@ -246,13 +235,12 @@ class RayPool:
         """Per task, the replay shards its actors store their unrolls in (None: the unrolls
         come here); actors started from now on get theirs at start, running ones when the
         route's version changed (a shard was started again)."""
-        self._routes = list(routes)
+        self._routes.set(routes)
         for a in self._actors.values():
-            route = self._routes[a.spec.task]
-            version = None if route is None else route.version
-            if version != a.route:
-                a.handle.set_route.remote(route)  # runs before its next unroll
-                a.route = version
+            newer = self._routes.newer(a.spec.task, a.route)
+            if newer is not None:
+                a.handle.set_route.remote(newer[0])  # runs before its next unroll
+                a.route = newer[1]
 
     def stop_actor(self, actor_id: int) -> None:
         """End an actor now; unrolls it already handed out stay valid (the driver owns them)."""
@@ -281,43 +269,21 @@ class RayPool:
                     started_pinned.append(actor_id)
             for actor_id in self.actor_ids(task)[::-1][:stop]:
                 self.stop_actor(actor_id)
-        if self.watch_starved and not self._room_said:
+        if self.watch_starved and not self.room.said_at_start:
             self.warn_no_room()
 
     def warn_no_room(self, local: list[int] | None = None) -> None:
         """Once, when the run's first actors have been created: one WARNING per task that gets
-        no actor because the actors ask for more than the cluster has (the placement is known
-        now; :func:`unplaced_tasks`), saying why and what to change. Such a task is not warned
-        of again after ``starved_warning_s`` unless it has had an actor in between. ``local``:
-        the owner's actors per task running outside Ray (a task with one is not left out)."""
-        self._room_said = True
+        no actor because the actors ask for more than the cluster has
+        (:meth:`RoomWarnings.at_start`). ``local``: the owner's actors per task running
+        outside Ray (a task with one is not left out)."""
         order = [a.spec.task for a in self._actors.values()]  # in the order created
-        if not order:
-            return
-        nodes = live_nodes()
-        wanted = self.actors_per_task()
-        now = time.monotonic()
-        for task in unplaced_tasks(order, self.placements, nodes):
-            t = self.tasks[task]
-            if t is None or (local is not None and local[task] > 0):
-                continue
-            text = no_room_message(task, t.name, self.placements, wanted, nodes)
-            print(f"WARNING: {text}", flush=True)
-            self.starve.since.setdefault(task, now)
-            self.starve.said.add(task)
+        self.room.at_start(order, self.actors_per_task(), local)
 
     def no_actor_reasons(self, local: list[int] | None = None) -> dict[int, str]:
         """Per task that wants actors and has none on a node now, why, in a few words (for
-        the final table: :func:`no_actor_reason`). ``local``: as :meth:`warn_no_room`'s."""
-        wanted = self.actors_per_task()
-        running = self.placed_per_task()
-        if local is not None:
-            running = [r + n for r, n in zip(running, local, strict=True)]
-        idle = [i for i, (w, r) in enumerate(zip(wanted, running, strict=True)) if w and not r]
-        if not idle:
-            return {}
-        nodes = live_nodes()
-        return {i: no_actor_reason(i, self.placements, wanted, nodes) for i in idle}
+        the final table: :meth:`RoomWarnings.reasons`). ``local``: as :meth:`warn_no_room`'s."""
+        return self.room.reasons(self.actors_per_task(), self.placed_per_task(), local)
 
     def _await_placed(self, actor_ids: list[int], timeout_s: float) -> None:
         """Wait until Ray has given each of ``actor_ids`` a node, or ``timeout_s``."""
@@ -373,15 +339,12 @@ class RayPool:
         a.walls.append(info.wall_seconds)
         self.faults[a.spec.task].record_unroll(now)
         buf: UnrollBuffer | ShardedUnroll
-        if isinstance(data, ShardedUnroll):
-            # Stored in its shard: the learner holds no data of it, so the slot is free now
-            # (the rate limiter, not the learner's pace, holds the actors back).
-            self.summaries += 1
-            buf = data
-        else:
+        if holds_slot(data):
             a.held += 1
             buf = UnrollBuffer(task=a.spec.task, **data)
-            self.unroll_bytes += array_bytes(data)
+        else:
+            buf = data  # stored in its shard: the slot is free now
+        self.tally.count(data)
         self._submit(a)
         return ReadyUnroll(a.spec.actor_id, a.spec.task, buf, info)
 
@@ -401,7 +364,7 @@ class RayPool:
 
     def release(self, unroll: ReadyUnroll) -> None:
         a = self._actors.get(unroll.actor_id)
-        if a is None or isinstance(unroll.buffer, ShardedUnroll):
+        if a is None or not holds_slot(unroll.buffer):
             return  # a summary held no slot
         a.held = max(a.held - 1, 0)
         self._submit(a)
@@ -488,30 +451,12 @@ class RayPool:
 
     def check_starved(self, local: list[int] | None = None) -> None:
         """Warn once (per episode) of each task that has wanted actors and had none placed
-        for ``actors.ray.starved_warning_s``, saying why (:func:`starved_message`). ``local``:
-        the owner's actors per task running outside Ray (they count as running). At most once
-        a second: it asks Ray for the actors' state."""
+        for ``actors.ray.starved_warning_s``, saying why (:meth:`RoomWarnings.check_starved`).
+        ``local``: the owner's actors per task running outside Ray (they count as running).
+        At most once a second: it asks Ray for the actors' state."""
         now = time.monotonic()
-        if now - self._starve_checked < 1.0:
-            return
-        self._starve_checked = now
-        wanted = self.actors_per_task()
-        running = self.placed_per_task()
-        if local is not None:
-            running = [r + n for r, n in zip(running, local, strict=True)]
-            want_any = [w + n for w, n in zip(wanted, local, strict=True)]
-        else:
-            want_any = wanted
-        starved = self.starve.starved(now, running, want_any)
-        if not starved:
-            return
-        nodes = live_nodes()
-        for task in starved:
-            t = self.tasks[task]
-            waited = now - self.starve.since[task]
-            name = t.name if t is not None else str(task)
-            text = starved_message(task, name, waited, self.placements, wanted, nodes)
-            print(f"WARNING: {text}", flush=True)
+        if self.room.due(now):
+            self.room.check_starved(now, self.actors_per_task(), self.placed_per_task(), local)
 
     def close(self) -> None:
         """Kill every actor and leave the cluster (stopping an embedded Ray)."""

@@ -1,6 +1,7 @@
 """A training run's orchestration: what wires the layers below it into one run.
 
 :mod:`~mtrl.train.trainer` (the loop: unrolls in, updates out, checkpoints, logs),
+:mod:`~mtrl.train.unroll_intake` (what each arriving unroll is counted as),
 :mod:`~mtrl.train.unroll_queue` (the learner's side of the data mix: share gate and loss
 weights), :mod:`~mtrl.train.allocation` (actors per task), :mod:`~mtrl.train.liveness` (a run
 that cannot progress says why), :mod:`~mtrl.train.run_state` (what a checkpoint holds; the files:

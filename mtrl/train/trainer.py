@@ -57,6 +57,7 @@ from mtrl.train.replica_decisions import ReplicaDecisions
 from mtrl.train.shard_feed import ShardFeed, learner_inputs
 from mtrl.train.shard_memory import check_shard_memory
 from mtrl.train.task_envs import build_tasks, check_commands
+from mtrl.train.unroll_intake import UnrollIntake
 from mtrl.train.unroll_queue import UnrollQueue
 
 
@@ -185,6 +186,9 @@ class Trainer:
                 raise said from e
             raise
         self.progress = [TaskProgress() for _ in cfg.tasks]
+        self.intake = UnrollIntake(
+            self.names, self.progress, self.rebalancer, self.liveness, self.tracker
+        )
         self.total_env_steps = 0  # over all replicas (this process's own when alone)
         self._stop = False
         self.updates = 0
@@ -204,7 +208,7 @@ class Trainer:
     def run(self) -> TrainResult:
         cfg, ck = self.cfg, self.cfg.checkpoint
         start = last_log = last_ckpt_t = time.perf_counter()
-        self._zero_s = start - self.elapsed_before  # clock time at charts/elapsed_s = 0
+        self.intake.zero_s = start - self.elapsed_before  # clock time at charts/elapsed_s = 0
         steps_at_log, last_ckpt_steps = self.env_steps, self.run_env_steps
         start_steps = self.run_env_steps  # a resumed run's earlier sessions: not this rate's
         metrics: dict[str, float] = {}
@@ -229,7 +233,7 @@ class Trainer:
             if take is not None:
                 metrics = self._learn(take, on_device)
                 on_device, device_columns = [], 0
-                self._drain_anakin_episodes()
+                self.intake.anakin_episodes(self.anakin)
                 self.liveness.stall.updated(time.monotonic())
             else:
                 self.liveness.report_stall(self.pool, need)
@@ -309,16 +313,6 @@ class Trainer:
             env_steps=[p.env_steps for p in self.progress],
         )
 
-    def _drain_anakin_episodes(self) -> None:
-        """Move finished Anakin episodes (kept on the device) into the task's counters."""
-        for runner in self.anakin:
-            returns, lengths, successes = runner.episodes.drain()
-            p = self.progress[runner.task]
-            p.count_episodes(returns, lengths, successes)
-            wall = time.perf_counter() - self._zero_s
-            self.tracker.add_episodes(self.names[runner.task], p.env_steps, returns, lengths, wall)
-            self.rebalancer.observe_episodes(runner.task, returns)
-
     def _done(self, checkpoint_due: bool = False) -> tuple[bool, bool]:
         """(stop, save a checkpoint now): replicas decide both together where they meet
         (:mod:`mtrl.train.replica_decisions`), so none leaves while the others wait in a
@@ -333,32 +327,9 @@ class Trainer:
         self._stop = True
 
     def _accept(self, ru: ReadyUnroll) -> None:
-        p, info = self.progress[ru.task], ru.info
-        # Seconds the actor spent on this unroll (stepping and inference waits), not the
-        # waits for a free slot: the share gate makes those, and they are not its speed.
-        step_s = info.env_seconds / max(ru.buffer.length, 1)
-        self.rebalancer.observe_unroll(ru.task, info.env_steps, info.wall_seconds, step_s)
-        self.liveness.stall.unroll(info.wall_seconds)
-        self.rebalancer.observe_episodes(ru.task, info.episode_returns)
-        p.env_steps += info.env_steps
-        p.env_seconds += info.env_seconds
-        p.count_episodes(info.episode_returns, info.episode_lengths, info.episode_successes)
-        for line in p.count_member_faults(ru.actor_id, info.member_faults, self.names[ru.task]):
-            print(line)
-        name = self.names[ru.task]
-        events, present = info.member_events, info.members_present
-        for line in p.count_member_events(ru.actor_id, events, present, name):
-            print(line)
-        if p.members is not None:
-            self.rebalancer.observe_members(ru.task, p.members)
-        self.tracker.add_episodes(  # episodes.csv: every episode, for the report's curves
-            self.names[ru.task],
-            p.env_steps,
-            info.episode_returns,
-            info.episode_lengths,
-            time.perf_counter() - self._zero_s,
-        )
-        self.on_unroll(ru.task, info)
+        """Count an actor's unroll (:mod:`mtrl.train.unroll_intake`), then :meth:`on_unroll`."""
+        self.intake.accept(ru)
+        self.on_unroll(ru.task, ru.info)
 
     def _take_in_ready(self) -> None:
         """The actors' finished unrolls counted and queued for the next update, without
