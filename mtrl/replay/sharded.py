@@ -17,7 +17,8 @@ learning rule calls on a ``TaskReplay`` (``add_unroll``, ``sample``, ``update_pr
   distribution is the unsharded one's), and ask for the next batch at once (``prefetch``), so
   the learner's next draw finds it ready; one call per shard may draw several batches' rows
   (``draw_batches``), handed out in turn, so small batches do not pay a Ray call each;
-* **priority updates** go to each shard in one call per draw, without waiting;
+* **priority updates** go to each shard in one call per ``draw_batches`` draws, without
+  waiting;
 * **a lost shard** (its actor or node died) is counted, its acknowledged items reported lost,
   and it is started again empty (``restart_lost``); a draw that it was part of is made up from
   the other shards;
@@ -123,6 +124,7 @@ class ShardedTaskReplay:
         self._next = 0  # the shard the next unroll goes to
         self._adds: deque[tuple[int, Any]] = deque()  # (shard, pending add) oldest first
         self._updates: list[tuple[int, Any]] = []  # (shard, pending priority update)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # updates not sent yet
         self._held: deque[tuple[UnrollBuffer, float]] = deque()  # waits: actors
         self._prefetch: list[tuple[int, int, Any]] | None = None  # a draw on its way
         self._rows: tuple[Any, np.ndarray, np.ndarray] | None = None  # drawn, not handed out
@@ -309,7 +311,9 @@ class ShardedTaskReplay:
         self.waits["learner_wait_s"] += time.monotonic() - began
 
     def refresh(self) -> None:
-        """Ask every shard for the task's stats now (the actors' inserts included)."""
+        """Ask every shard for the task's stats now (the actors' inserts and the priority
+        updates kept here included)."""
+        self._send_priorities()
         refs = [(i, self._call(i, "stats", self.task)) for i in range(len(self.keys))]
         for i, ref in refs:
             stats = self._get(i, ref)
@@ -318,6 +322,7 @@ class ShardedTaskReplay:
 
     def _request(self, n: int, rng: np.random.Generator) -> list[tuple[int, int, Any]]:
         """Ask the shards for ``n`` items split by their masses: (shard, count, call)."""
+        self._send_priorities()  # drawn with every priority the learner has sent back
         masses = np.array([s.total for s in self.stats])
         if not masses.sum() > 0:
             raise ReplayEmptied(f"task {self.task}: no sampleable item left in its shards")
@@ -381,12 +386,24 @@ class ShardedTaskReplay:
         )
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Send the items' TD errors to their shards, one call per shard (not waited for)."""
+        """Send the items' TD errors to their shards, one call per shard (not waited for),
+        for every ``draw_batches`` draws' updates together (and before the next draw is
+        asked for)."""
         if not self.prioritized:
             return
+        self._pending.append((np.ravel(indices), np.ravel(td_errors)))
+        if len(self._pending) >= self.cfg.draw_batches:
+            self._send_priorities()
+
+    def _send_priorities(self) -> None:
+        """The updates kept so far, one call per shard, in the order they came (the last
+        of an item's updates wins, as in one replay)."""
+        if not self._pending:
+            return
         self.collect()
-        shard, local = decode(np.ravel(indices), self.per_shard)
-        td = np.ravel(td_errors)
+        shard, local = decode(np.concatenate([p[0] for p in self._pending]), self.per_shard)
+        td = np.concatenate([p[1] for p in self._pending])
+        self._pending = []
         for i in np.unique(shard):
             mine = shard == i
             ref = self._call(int(i), "update_priorities", self.task, local[mine], td[mine])
@@ -404,6 +421,7 @@ class ShardedTaskReplay:
 
     def state_dict(self) -> dict[str, Any]:
         """Every shard's part of the task (copied here from the shards)."""
+        self._send_priorities()
         self.collect(block=True)
         while self._adds:
             self.collect(block=True)

@@ -63,8 +63,7 @@ def proportions_follow_priorities(batches: int = 300, draw_batches: int = 1) -> 
     td = rng.gamma(0.5, 2.0, 80)
     td[40:] *= 5.0  # the second shard far heavier
     front.update_priorities(encode(np.repeat([0, 1], 40), np.tile(np.arange(40), 2), 40), td)
-    while front._updates:
-        front.collect()
+    front.refresh()  # the update sent, then the shards' stats after it
     masses = (np.abs(td) + 1e-6) ** 0.7
     hits = np.zeros(80)
     weights_ok = True
