@@ -337,7 +337,10 @@ class ShardedTaskReplay:
     def _gather(
         self, request: list[tuple[int, int, Any]], rng: np.random.Generator
     ) -> tuple[Any, np.ndarray, np.ndarray]:
-        """The parts of ``request`` joined; a lost shard's part drawn again from the others."""
+        """The parts of ``request`` joined; a lost shard's part drawn again from the others.
+        All parts are waited for together first: Ray then pulls the large ones (kept in their
+        node's object store) over every shard's link at once, not one after another."""
+        self.group.ray.wait([ref for _, _, ref in request], num_returns=len(request))
         parts, indices, masses, missing = [], [], [], 0
         for i, c, ref in request:
             out = self._get(i, ref)
