@@ -105,6 +105,14 @@ HEARTBEAT_S = 30.0
 """How often a running training's wall time so far is written to its ``started`` record."""
 
 
+def write_record(path: Path, doc: dict[str, Any]) -> None:
+    """``doc`` as ``path``'s JSON, whole or not at all: written beside it, then renamed over
+    it, so a reader (a resume, a test waiting on it) never finds it half written."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(part, path)
+
+
 def _started_path(plan: Plan, seed: int) -> Path:
     return plan.work_dir / "started" / f"seed{seed}.json"
 
@@ -150,7 +158,7 @@ def train(plan: Plan, seed: int, config_path: Path, config_text: str) -> SeedRun
             "run_dir": str(found) if found else None,
             "train_wall_s": spent + time.perf_counter() - t0,
         }
-        started.write_text(json.dumps(doc, indent=2) + "\n")
+        write_record(started, doc)
 
     t0_wall = time.time()
     with log.open("a" if earlier else "w") as out:
@@ -271,7 +279,7 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
                     "run_dir": str(run.run_dir),
                     "train_wall_s": run.train_wall_s,
                 }
-                _trained_path(plan, seed).write_text(json.dumps(trained, indent=2) + "\n")
+                write_record(_trained_path(plan, seed), trained)
         if run.error is None:
             evaluate(plan, run)
         if run.error is None:
@@ -283,7 +291,7 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
                 "eval_wall_s": run.eval_wall_s,
                 "eval": run.eval,
             }
-            _done_path(plan, seed).write_text(json.dumps(done, indent=2) + "\n")
+            write_record(_done_path(plan, seed), done)
     how = "reused" if run.reused else f"train {run.train_wall_s:.0f} s"
     with PRINT_LOCK:
         print(f"[seed {seed}] {run.error or 'ok'} ({how}): {run.run_dir}", flush=True)
