@@ -27,11 +27,11 @@ from mtrl.testing.slow_links import Link, SlowNetwork, unavailable
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(unavailable(delay=False) is not None, reason=f"{unavailable(False)}"),
-    pytest.mark.timeout(2700),
+    pytest.mark.timeout(1500),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-DEADLINE_S = 1200.0  # a cap on each wait, not a budget: beside CPU hogs the run is slow
+DEADLINE_S = 900.0  # a cap on each wait, not a budget: beside CPU hogs the run is slow
 STEPS = 16_000
 
 CONFIG = """
