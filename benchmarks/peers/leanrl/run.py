@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 import wandb
 
 SCRIPT = Path(__file__).resolve().parent / "sac_continuous_action_torchcompile.py"
