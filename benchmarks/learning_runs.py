@@ -194,10 +194,8 @@ def evaluate(plan: Plan, run: SeedRun) -> None:
     cmd = _mtrl("eval", str(run.run_dir), "--episodes", str(plan.eval_episodes), "--json")
     env = {**os.environ, "WANDB_MODE": "disabled"}
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    finally:
-        run.eval_wall_s = time.perf_counter() - t0
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    run.eval_wall_s = time.perf_counter() - t0
     lines = proc.stderr.strip().splitlines()
     if proc.returncode != 0:  # one seed's broken checkpoint must not lose the other seeds
         why = lines[-1] if lines else f"exit {proc.returncode}"
