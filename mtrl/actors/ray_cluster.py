@@ -7,6 +7,7 @@ so Ray stays an optional extra (``pip install 'mtrl[ray]'``).
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,22 @@ def this_node() -> str:
 def alive_nodes() -> set[str]:
     """Ids of the cluster's live nodes."""
     return {n["NodeID"] for n in import_ray().nodes() if n.get("Alive")}
+
+
+def node_answers(node_id: str, timeout_s: float = 2.0) -> bool:
+    """Whether node ``node_id`` is alive in the cluster's view *and* its raylet accepts a
+    connection now. A node killed outright (its machine gone, its processes SIGKILLed) stops
+    answering at once, but the cluster marks it dead only after its health checks have failed
+    for a while, longer on a loaded head; the connection tells the two apart without waiting."""
+    node = next((n for n in import_ray().nodes() if n["NodeID"] == node_id), None)
+    if node is None or not node.get("Alive"):
+        return False
+    try:
+        address = (node["NodeManagerAddress"], int(node["NodeManagerPort"]))
+        with socket.create_connection(address, timeout=timeout_s):
+            return True
+    except (KeyError, ValueError, OSError):  # refused, unreachable, timed out
+        return False
 
 
 def live_nodes_by_id() -> dict[str, NodeResources]:

@@ -58,6 +58,7 @@ from mtrl.actors.ray_cluster import (
     connect,
     import_ray,
     live_nodes,
+    node_answers,
 )
 from mtrl.actors.ray_faults import describe_ray_error, overdue_unroll
 from mtrl.actors.ray_placement import missing_resources, unfit_placements
@@ -77,6 +78,8 @@ warnings.filterwarnings("ignore", message="The given NumPy array is not writable
 #: How long newly started actors of pinned tasks (custom resources) may take to get their nodes
 #: before unconstrained actors started with them are created (which could take the room there).
 PINNED_FIRST_S = 60.0
+
+NODE_LEFT = "the actor's node left the cluster (lost, or removed)"
 
 
 @dataclass
@@ -380,9 +383,20 @@ class RayPool:
     # -- faults -------------------------------------------------------------------------------
     def _failed(self, a: _Actor, exc: BaseException) -> None:
         kind, text = describe_ray_error(exc)
-        if kind == "exit" and a.node is not None and a.node not in alive_nodes():
-            kind, text = "lost", "the actor's node left the cluster (lost, or removed)"
+        if kind == "exit" and self._node_left(a):
+            kind, text = "lost", NODE_LEFT
         self._lost(a, kind, text)
+
+    @staticmethod
+    def _node_left(a: _Actor) -> bool:
+        """Whether the cluster no longer counts ``a``'s node among its live ones."""
+        return a.node is not None and a.node not in alive_nodes()
+
+    @staticmethod
+    def _node_silent(a: _Actor) -> bool:
+        """Whether ``a``'s node is gone or no longer answers (asked when an unroll is overdue:
+        a node killed outright stalls its actors' calls before the cluster marks it dead)."""
+        return a.node is not None and not node_answers(a.node)
 
     def _lost(self, a: _Actor, kind: str, text: str) -> None:
         """Count a fault of ``a``'s task, drop the actor and schedule its replacement."""
@@ -411,7 +425,9 @@ class RayPool:
             began = max(a.inflight[0][1], a.last_done or 0.0)
             text = overdue_unroll(now - began, a.walls, fp.step_timeout_s)
             if text is not None:
-                self._lost(a, "hang", text)
+                # an overdue unroll on a node that no longer answers is a lost node, not a
+                # hung env step
+                self._lost(a, *(("lost", NODE_LEFT) if self._node_silent(a) else ("hang", text)))
 
     def _check_start(self, a: _Actor, now: float) -> None:
         """An actor not started in ``start_timeout_s``: a fault when no node can ever host it

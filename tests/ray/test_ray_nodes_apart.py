@@ -121,3 +121,56 @@ def test_sac_on_shards_across_namespaced_nodes_survives_a_lost_node(tmp_path: Pa
     assert after["actors/nodes"] == 1
     assert after["charts/env_steps"] >= STEPS
     assert after["replay/actor_inserts"] > before["replay/actor_inserts"]
+
+
+PROBE = """
+import json, sys, time
+import ray
+from mtrl.actors.ray_cluster import node_answers
+ray.init(address=sys.argv[1], logging_level="ERROR")
+worker = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and "node1" in n["Resources"])
+print(json.dumps({"answers": node_answers(worker)}), flush=True)
+sys.stdin.readline()  # the node is killed meanwhile
+t0 = time.monotonic()
+answers = node_answers(worker)
+alive = any(n["NodeID"] == worker and n["Alive"] for n in ray.nodes())
+print(json.dumps({"answers": answers, "listed_alive": alive, "s": time.monotonic() - t0}))
+"""
+
+
+def test_a_killed_node_stops_answering_at_once(tmp_path: Path) -> None:
+    """The probe the Ray pool makes of an overdue unroll's node (a lost node, not a hung env
+    step): a node killed outright no longer answers, whether or not the cluster has marked it
+    dead yet; a live one answers."""
+    with (
+        SlowNetwork(hosts=2, link=Link(rate_mbit=100), name=f"probe{id(tmp_path) % 10000}") as net,
+        RayNodes(net, [1]) as nodes,
+    ):
+        probe = subprocess.Popen(
+            nodes.driver([sys.executable, "-c", PROBE, nodes.address]),
+            env=dict(nodes.env, PYTHONPATH=str(ROOT)),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=(tmp_path / "probe.log").open("w"),
+            text=True,
+        )
+
+        def answer() -> dict[str, Any]:
+            assert probe.stdout is not None
+            line = probe.stdout.readline()
+            assert line, (tmp_path / "probe.log").read_text()[-3000:]
+            return json.loads(line)
+
+        try:
+            assert probe.stdin is not None
+            before = answer()
+            nodes.kill_node(1)
+            probe.stdin.write("\n")
+            probe.stdin.flush()
+            after = answer()
+        finally:
+            probe.kill()
+    assert before == {"answers": True}
+    assert after["answers"] is False, after
+    assert after["s"] < 10.0, after  # a refused connection, not the cluster's health checks
