@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/learning.py configs/quickstart.yaml --seeds 10 [--jobs 1] \\
         [--eval-episodes 20] [--set learner.learning_rate=0.0003 --set actors.mode=serial] \\
         [--total-env-steps N] [--name NAME] [--out-dir docs/results] [--reuse] \\
-        [--nproc N]
+        [--nproc N] [--extend WORK_DIR] [--progress]
     # writes docs/results/learning_<name>.json and learning_<name>.png
 
 Each seed is one ``mtrl train`` of the config (with the ``--set`` overrides; a path the config
@@ -15,6 +15,12 @@ env seeds). Runs, their configs and logs go under the work dir (default
 re-analyse without retraining) and continues its interrupted ones from their newest checkpoint
 (``mtrl train --resume``; the wall time is summed over the attempts). An off-policy run resumes
 with its replay only when its checkpoints hold it: add ``--set checkpoint.replay=true``.
+``--extend WORK_DIR`` starts each seed from its finished training in an earlier call's work
+dir at a smaller budget with otherwise the same settings (a copy of its run, continued from its
+final checkpoint to this budget; its wall time carried over), so a 2M-step benchmark need not
+train its first 500k steps again. ``--progress`` trains nothing: it writes
+``learning_<name>_progress.json`` (and its PNG) with the curves of the seeds started so far,
+for a long benchmark while it runs or between the sittings it is resumed in.
 
 Per task and seed, from the run's ``metrics.jsonl``: the final return (mean of the last 20
 episodes at the last record), the best, final/best (from the random score where returns are
@@ -94,6 +100,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="keep the finished runs of an earlier call with the same seed config and "
         "continue its interrupted ones from their newest checkpoint",
     )
+    ap.add_argument(
+        "--extend",
+        type=Path,
+        metavar="WORK_DIR",
+        help="continue each seed's finished training in WORK_DIR (an earlier call with the "
+        "same settings at a smaller budget) to this budget, from its final checkpoint, "
+        "instead of training it again from the start",
+    )
+    ap.add_argument(
+        "--progress",
+        action="store_true",
+        help="train and evaluate nothing: report the curves of the runs started so far "
+        "(learning_<name>_progress.json; no final agent, so no greedy figures)",
+    )
     return ap.parse_args(argv)
 
 
@@ -156,6 +176,7 @@ def make_plan(args: argparse.Namespace) -> lr.Plan:
         args.eval_episodes,
         args.reuse,
         args.nproc,
+        args.extend.resolve() if args.extend else None,
     )
 
 
@@ -259,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     info, t0 = machine(), time.perf_counter()
     print(f"{plan.name}: seeds {plan.seeds}, {plan.jobs} at a time; work dir {plan.work_dir}")
-    seed_runs = lr.run_all(plan)
-    png = args.out_dir / f"learning_{plan.name}.png"
+    seed_runs = lr.in_progress(plan) if args.progress else lr.run_all(plan)
+    stem = f"learning_{plan.name}_progress" if args.progress else f"learning_{plan.name}"
+    png = args.out_dir / f"{stem}.png"
     result = analyse(plan, seed_runs, args.reps, png)
     payload = {
         "benchmark": "learning",
@@ -271,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": plan.seeds,
         "jobs": plan.jobs,
         "eval_episodes": plan.eval_episodes,
+        "in_progress": args.progress,
         "work_dir": str(plan.work_dir),
         "tasks": [asdict(t) for t in plan.tasks],
         **result,
@@ -282,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print()
     print(ls.format_report(plan.name, result["summary"], result["aggregates"]))
-    print(f"\nwrote {write_result(f'learning_{plan.name}', payload, args.out_dir)} and {png}")
+    print(f"\nwrote {write_result(stem, payload, args.out_dir)} and {png}")
     failed = [r.seed for r in seed_runs if r.error]
     if failed:
         print(f"failed seeds: {failed} (left out above)", file=sys.stderr)

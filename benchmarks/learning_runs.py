@@ -15,6 +15,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -44,6 +45,10 @@ class Plan:
     reuse: bool
     nproc: int = 1
     """Learner replicas per training (``mtrl train --nproc``; 1: one process)."""
+    extend: Path | None = None
+    """The work dir of an earlier call of the benchmark at a smaller budget, same settings
+    otherwise: each seed's finished run there is continued to this plan's budget
+    (:func:`extended`) instead of trained again from the start."""
 
 
 @dataclass
@@ -127,6 +132,41 @@ def interrupted(plan: Plan, seed: int, config_text: str) -> tuple[Path, float] |
     return run_dir, float(started["train_wall_s"])
 
 
+#: The keys where a run to extend may differ from the seed config it is continued as.
+EXTENDABLE = ("name", "total_env_steps", "tracking")
+
+
+def extended(plan: Plan, seed: int, config_text: str) -> str | None:
+    """Start seed ``seed`` from its finished training in ``plan.extend`` (an earlier call at a
+    smaller budget): its run directory is copied into this work dir and recorded as an
+    interrupted training of this seed config with the earlier wall time, so that
+    :func:`train` continues it (``mtrl train --resume --total-env-steps``) to this budget.
+    A run that trained other settings (anything but the name, budget and tracking) is refused:
+    the continued run would not be this seed config's (the reason is returned, the seed's
+    error). Does nothing where this seed has started here already or where the earlier call
+    has no finished training of it."""
+    if plan.extend is None or _started_path(plan, seed).is_file():
+        return None
+    trained = plan.extend / "trained" / f"seed{seed}.json"
+    if not trained.is_file():
+        return None
+    done = json.loads(trained.read_text())
+    ours, theirs = yaml.safe_load(config_text), yaml.safe_load(done["config"])
+    differ = sorted(k for k in set(ours) | set(theirs) if k not in EXTENDABLE
+                    and ours.get(k) != theirs.get(k))  # fmt: skip
+    if differ:
+        return f"--extend {plan.extend}: its seed {seed} trained other {', '.join(differ)}"
+    if theirs["total_env_steps"] > ours["total_env_steps"]:
+        return f"--extend {plan.extend}: its seed {seed} trained past this budget"
+    source = Path(done["run_dir"])
+    target = plan.work_dir / source.name
+    if not target.exists():
+        shutil.copytree(source, target)  # a copy: the earlier call's run stays as it was
+    record = {"config": config_text, "run_dir": str(target), "train_wall_s": done["train_wall_s"]}
+    write_record(_started_path(plan, seed), record)
+    return None
+
+
 def train(plan: Plan, seed: int, config_path: Path, config_text: str) -> SeedRun:
     """``mtrl train`` of one seed in a subprocess, or ``mtrl train --resume`` of its interrupted
     run (:func:`interrupted`); its output goes to ``logs/seed<s>.train.log`` (appended to when
@@ -140,7 +180,8 @@ def train(plan: Plan, seed: int, config_path: Path, config_text: str) -> SeedRun
         cmd = _mtrl("train", str(config_path), "--seed", str(seed), *replicas)
     else:
         run_dir, spent = earlier
-        cmd = _mtrl("train", "--resume", str(run_dir), *replicas)
+        budget = str(yaml.safe_load(config_text)["total_env_steps"])  # an extended run's own
+        cmd = _mtrl("train", "--resume", str(run_dir), "--total-env-steps", budget, *replicas)
     started = _started_path(plan, seed)
     t0 = time.perf_counter()
 
@@ -264,7 +305,8 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
         if run is None:
             config_path = plan.work_dir / "configs" / f"seed{seed}.yaml"
             config_path.write_text(config_text)
-            run = train(plan, seed, config_path, config_text)
+            why = extended(plan, seed, config_text)
+            run = SeedRun(seed, error=why) if why else train(plan, seed, config_path, config_text)
             if run.error is None:
                 trained = {
                     "config": config_text,
@@ -284,10 +326,28 @@ def run_seed(plan: Plan, seed: int) -> SeedRun:
                 "eval": run.eval,
             }
             write_record(_done_path(plan, seed), done)
-    how = "reused" if run.reused else f"train {run.train_wall_s:.0f} s"
+    if run.reused or run.train_wall_s is None:
+        how = "reused" if run.reused else "not trained"
+    else:
+        how = f"train {run.train_wall_s:.0f} s"
     with PRINT_LOCK:
         print(f"[seed {seed}] {run.error or 'ok'} ({how}): {run.run_dir}", flush=True)
     return run
+
+
+def in_progress(plan: Plan) -> list[SeedRun]:
+    """Each seed's training as far as it has got, neither trained on nor evaluated: its run
+    directory and wall time from its started record (for a report of a long benchmark while
+    it runs, or between the sittings it is resumed in). Seeds not started yet are left out."""
+    runs = []
+    for seed in plan.seeds:
+        path = _started_path(plan, seed)
+        if not path.is_file():
+            continue
+        started = json.loads(path.read_text())
+        if started.get("run_dir") and Path(started["run_dir"]).is_dir():
+            runs.append(SeedRun(seed, Path(started["run_dir"]), float(started["train_wall_s"])))
+    return runs
 
 
 def run_all(plan: Plan) -> list[SeedRun]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -104,3 +105,52 @@ def test_a_killed_training_resumes_from_its_checkpoint(tmp_path: Path, monkeypat
     assert config["total_env_steps"] == 2500
     steps = [json.loads(x).get("charts/env_steps") for x in (run_dir / "metrics.jsonl").open()]
     assert max(s for s in steps if s is not None) >= 2500
+
+
+def _plan(tmp_path: Path, work: str, data: dict, extend: Path | None = None) -> lr.Plan:
+    plan = lr.Plan(
+        "extend_probe",
+        tmp_path / "probe.yaml",
+        [],
+        data,
+        [ls.Task("gymnasium/CartPole-v1", "gymnasium/CartPole-v1", None, None)],
+        [0],
+        tmp_path / work,
+        1,
+        1,
+        True,
+        extend=extend,
+    )
+    for sub in ("configs", "logs", "started", "trained", "done"):
+        (plan.work_dir / sub).mkdir(parents=True)
+    return plan
+
+
+def test_a_finished_run_is_extended_to_a_larger_budget(tmp_path: Path) -> None:
+    """``--extend``: a seed trained at 1,500 env steps goes on from its final checkpoint to
+    3,000 in a copy of its run directory (the earlier run untouched), its wall time carried
+    over; a run that trained other settings is refused, naming them."""
+    short = _plan(tmp_path, "short", {**CONFIG, "total_env_steps": 1500})
+    first = lr.run_seed(short, 0)
+    assert first.error is None, first.error
+    before = (first.run_dir / "metrics.jsonl").read_text()
+
+    long = _plan(tmp_path, "long", {**CONFIG, "total_env_steps": 3000}, extend=short.work_dir)
+    second = lr.run_seed(long, 0)
+    assert second.error is None, second.error
+    assert second.run_dir == long.work_dir / first.run_dir.name  # the copy, continued
+    assert (first.run_dir / "metrics.jsonl").read_text() == before  # the earlier run as it was
+    assert second.train_wall_s > first.train_wall_s
+    log = (long.work_dir / "logs" / "seed0.train.log").read_text()
+    assert re.search(r"from ckpt_\d+\.pt at 1,5\d\d env steps", log), log  # its final one
+    rows = (second.run_dir / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(x).get("charts/env_steps") for x in rows]
+    assert max(s for s in steps if s is not None) >= 3000
+    assert min(s for s in steps if s is not None) < 1500  # the curve from the start
+    progress = lr.in_progress(long)  # what --progress reports: the run as it stands
+    assert [(r.seed, r.run_dir) for r in progress] == [(0, second.run_dir)]
+    assert progress[0].eval == {} and progress[0].train_wall_s >= first.train_wall_s
+
+    other = {**CONFIG, "total_env_steps": 3000, "learner": {"algorithm": "sac", "gamma": 0.9}}
+    refused = lr.run_seed(_plan(tmp_path, "other", other, extend=short.work_dir), 0)
+    assert refused.error is not None and "trained other learner" in refused.error
