@@ -57,22 +57,31 @@ def _wait_for(check, what: str, timeout: float = 300.0) -> None:
         time.sleep(0.2)
 
 
-def test_a_killed_training_resumes_from_its_checkpoint(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(lr, "HEARTBEAT_S", 0.5)
+def _plan(
+    tmp_path: Path, work: str, data: dict, extend: Path | None = None, name: str = "probe"
+) -> lr.Plan:
+    """A plan of one CartPole seed in ``tmp_path/work``, its subfolders made."""
     plan = lr.Plan(
-        "resume_probe",
+        name,
         tmp_path / "probe.yaml",
         [],
-        CONFIG,
+        data,
         [ls.Task("gymnasium/CartPole-v1", "gymnasium/CartPole-v1", None, None)],
         [0],
-        tmp_path / "work",
+        tmp_path / work,
         1,
         1,
         True,
+        extend=extend,
     )
     for sub in ("configs", "logs", "started", "trained", "done"):
         (plan.work_dir / sub).mkdir(parents=True)
+    return plan
+
+
+def test_a_killed_training_resumes_from_its_checkpoint(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(lr, "HEARTBEAT_S", 0.5)
+    plan = _plan(tmp_path, "work", CONFIG, name="resume_probe")
     first: list[lr.SeedRun] = []
     worker = threading.Thread(target=lambda: first.append(lr.run_seed(plan, 0)))
     worker.start()
@@ -105,25 +114,6 @@ def test_a_killed_training_resumes_from_its_checkpoint(tmp_path: Path, monkeypat
     assert config["total_env_steps"] == 2500
     steps = [json.loads(x).get("charts/env_steps") for x in (run_dir / "metrics.jsonl").open()]
     assert max(s for s in steps if s is not None) >= 2500
-
-
-def _plan(tmp_path: Path, work: str, data: dict, extend: Path | None = None) -> lr.Plan:
-    plan = lr.Plan(
-        "extend_probe",
-        tmp_path / "probe.yaml",
-        [],
-        data,
-        [ls.Task("gymnasium/CartPole-v1", "gymnasium/CartPole-v1", None, None)],
-        [0],
-        tmp_path / work,
-        1,
-        1,
-        True,
-        extend=extend,
-    )
-    for sub in ("configs", "logs", "started", "trained", "done"):
-        (plan.work_dir / sub).mkdir(parents=True)
-    return plan
 
 
 def test_a_finished_run_is_extended_to_a_larger_budget(tmp_path: Path) -> None:
