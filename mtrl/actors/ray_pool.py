@@ -394,10 +394,16 @@ class RayPool:
         return a.node is not None and a.node not in alive_nodes()
 
     @staticmethod
-    def _node_silent(a: _Actor) -> bool:
+    def _node_silent(a: _Actor, answered: dict[str, bool]) -> bool:
         """Whether ``a``'s node is gone or no longer answers (asked when an unroll is overdue:
-        a node killed outright stalls its actors' calls before the cluster marks it dead)."""
-        return a.node is not None and not node_answers(a.node)
+        a node killed outright stalls its actors' calls before the cluster marks it dead).
+        ``answered`` keeps each node's answer for one pass over the actors, so a lost node's
+        many overdue actors cost one probe (up to its connection timeout), not one each."""
+        if a.node is None:
+            return False
+        if a.node not in answered:
+            answered[a.node] = node_answers(a.node)
+        return not answered[a.node]
 
     def _lost(self, a: _Actor, kind: str, text: str) -> None:
         """Count a fault of ``a``'s task, drop the actor and schedule its replacement."""
@@ -416,6 +422,7 @@ class RayPool:
         for task in self.book.due(now) if self.owns_book else []:
             self.start_actor(task)
         fp = self.fault_policy
+        answered: dict[str, bool] = {}
         for a in list(self._actors.values()):
             if a.start_ref is not None:
                 self._check_start(a, now)
@@ -425,10 +432,12 @@ class RayPool:
             # Calls run one after another: the oldest began when the previous one finished.
             began = max(a.inflight[0][1], a.last_done or 0.0)
             text = overdue_unroll(now - began, a.walls, fp.step_timeout_s)
-            if text is not None:
-                # an overdue unroll on a node that no longer answers is a lost node, not a
-                # hung env step
-                self._lost(a, *(("lost", NODE_LEFT) if self._node_silent(a) else ("hang", text)))
+            if text is None:
+                continue
+            if self._node_silent(a, answered):  # a lost node, not a hung env step
+                self._lost(a, "lost", NODE_LEFT)
+            else:
+                self._lost(a, "hang", text)
 
     def _check_start(self, a: _Actor, now: float) -> None:
         """An actor not started in ``start_timeout_s``: a fault when no node can ever host it
