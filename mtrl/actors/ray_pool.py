@@ -28,9 +28,9 @@ set_actors``), so the trainer, the scheduler and the share gate do not change. W
   or returns NaN arrives as the call's exception; a killed actor process or a lost node as
   Ray's actor-died error; a call running ``step_timeout_s`` past the actor's usual unroll time
   is a hang and the actor is killed (a lost node, where the actor's node no longer answers).
-  Each is counted per task and kind, the unroll is dropped,
-  and a new actor is started after the back-off — on any node that has the resources, so a
-  lost node's actors come back elsewhere. The learner never waits on a dead node: it only
+  Each is counted per task and kind, the unroll is dropped, and a new actor is started after
+  the back-off — on any node that has the resources, so a lost node's actors come back
+  elsewhere. The learner never waits on a dead node: it only
   ever takes calls that have finished.
 """
 
