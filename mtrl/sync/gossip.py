@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 from mtrl.coupling import curve
+from mtrl.errors import UserError
 from mtrl.learner.distributed import DistContext
 from mtrl.sync.average import average_replica_states
 from mtrl.sync.replica_state import Reconcilable, ReplicaState, mean_state
@@ -63,7 +64,13 @@ class GossipSync:
     """Replicas never meet while training: every decision is taken alone."""
 
     def __init__(self, learner: Reconcilable, ctx: DistContext, every: int) -> None:
-        import zmq
+        try:
+            import zmq
+        except ImportError as e:
+            raise UserError(
+                f"learner.parallel.sync: gossip needs pyzmq: pip install 'mtrl[external]' "
+                f"({type(e).__name__}: {e})"
+            ) from None
 
         self.learner = learner
         self.ctx = ctx

@@ -45,9 +45,9 @@ def _assert_mirrors_host(learner: SacLearner) -> None:
     for task, (gi, i) in mirror.where.items():
         replay, m = learner.replays[task], mirror.mirrors[gi]
         for name, dst in m.fields.items():
-            assert np.array_equal(dst[i].numpy(), replay.storage.arrays[name]), (task, name)
+            assert np.array_equal(dst[i].cpu().numpy(), replay.storage.arrays[name]), (task, name)
         live = replay.sampler.state_dict()["live"]
-        assert torch.equal(m.live[i], live), task
+        assert torch.equal(m.live[i].cpu(), live.cpu()), task
         assert int(m.cum[i, -1]) == replay.sampler.count
 
 
