@@ -170,7 +170,10 @@ def measure(
     ``[-1, 1]`` instead of its env's, so a suite's shapes run where its envs are not installed:
     ``39:4`` is Meta-World's; ``sac_settings``: ``learner.sac`` fields to set)."""
     plugins = get_plugins()
-    cfg = load_config(config, **plugins.config_context())  # with the rules' model defaults
+    context = plugins.config_context()  # with the rules' model defaults
+    if box_spaces is not None:  # the suite's envs need not be installed: ids are not checked
+        context["env_ids"] = None
+    cfg = load_config(config, **context)
     for field, value in (sac_settings or {}).items():
         setattr(cfg.learner.sac, field, value)
     if task_copies > 1:  # a suite of many same-shaped tasks (MT10's shape) from any config
