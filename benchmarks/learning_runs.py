@@ -152,8 +152,8 @@ def extended(plan: Plan, seed: int, config_text: str) -> str | None:
         return None
     done = json.loads(trained.read_text())
     ours, theirs = yaml.safe_load(config_text), yaml.safe_load(done["config"])
-    differ = sorted(k for k in set(ours) | set(theirs) if k not in EXTENDABLE
-                    and ours.get(k) != theirs.get(k))  # fmt: skip
+    keys = (set(ours) | set(theirs)) - set(EXTENDABLE)
+    differ = sorted(k for k in keys if ours.get(k) != theirs.get(k))
     if differ:
         return f"--extend {plan.extend}: its seed {seed} trained other {', '.join(differ)}"
     if theirs["total_env_steps"] > ours["total_env_steps"]:
