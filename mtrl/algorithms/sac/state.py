@@ -2,13 +2,29 @@
 ratio's carry, the batch mix, the sampling RNG, FAMO's task logits and their optimiser when
 FAMO weighs the critic losses and, with ``checkpoint.replay``, every task's replay), and putting
 it back. The periodic resets' schedule (``learner.sac.reset_every``) needs nothing of its own:
-it is the gradient-step count's."""
+it is the gradient-step count's.
+
+The actor's and critics' optimiser states are kept per named parameter of the model and the
+critics (:mod:`mtrl.learner.optimizer_state`), not by position in the optimiser's list: the
+stacked step's optimisers step stacks that the per-task modules alias, the per-task step the
+modules themselves, and a checkpoint taken by either resumes in the other (a run trained on a
+GPU, where every learner takes the stacked step, resumed on a CPU, where some do not).
+Checkpoints that hold torch's positional states load where the layout is the one they were
+saved with, and say which tensor does not fit where it is not."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+
+from mtrl.errors import UserError
+from mtrl.learner.optimizer_state import (
+    BY_NAME,
+    check_positional,
+    load_named_state,
+    named_state,
+)
 
 __all__ = ["REFILL_NOTE", "capture", "restore"]
 
@@ -27,8 +43,8 @@ def capture(learner: Any) -> dict[str, Any]:
         "critic": learner.critic.state_dict(),
         "target_critic": learner.target.state_dict(),
         "log_alpha": learner.log_alpha.detach().clone(),
-        "actor_optimizer": learner.actor_opt.state_dict(),
-        "critic_optimizer": learner.critic_opt.state_dict(),
+        "actor_optimizer": named_state(learner.actor_opt, _actor_named(learner)),
+        "critic_optimizer": named_state(learner.critic_opt, learner.critic.named_parameters()),
         "alpha_optimizer": learner.alpha_opt.state_dict(),
         "version": learner.version,
         "gradient_steps": learner.gradient_steps,
@@ -50,8 +66,10 @@ def restore(learner: Any, state: dict[str, Any], quiet: bool = False) -> None:
     learner.target.load_state_dict(state["target_critic"])
     with torch.no_grad():
         learner.log_alpha.copy_(state["log_alpha"])
-    learner.actor_opt.load_state_dict(state["actor_optimizer"])
-    learner.critic_opt.load_state_dict(state["critic_optimizer"])
+    _load_optimizer(learner.actor_opt, _actor_named(learner), state["actor_optimizer"], "actor")
+    _load_optimizer(
+        learner.critic_opt, learner.critic.named_parameters(), state["critic_optimizer"], "critic"
+    )
     learner.alpha_opt.load_state_dict(state["alpha_optimizer"])
     learner.version = int(state["version"])
     learner.gradient_steps = int(state["gradient_steps"])
@@ -68,3 +86,28 @@ def restore(learner: Any, state: dict[str, Any], quiet: bool = False) -> None:
     mirror = learner.stacked.replay if learner.stacked is not None else None
     if mirror is not None:
         mirror.reload()
+
+
+def _actor_named(learner: Any) -> list[tuple[str, torch.Tensor]]:
+    """The model's parameters the actor's optimiser steps (or whose stacks it steps): all but
+    the state-value head SAC has no use for."""
+    value = {id(learner.model.value_weight), id(learner.model.value_bias)}
+    return [(n, p) for n, p in learner.model.named_parameters() if id(p) not in value]
+
+
+def _load_optimizer(
+    opt: torch.optim.Optimizer, named: Any, saved: dict[str, Any], which: str
+) -> None:
+    """One optimiser's saved state into ``opt``: by name, or by position where an older
+    checkpoint kept it so and its layout is ``opt``'s (a UserError naming what differs where
+    it is not)."""
+    try:
+        if BY_NAME in saved:
+            load_named_state(opt, named, saved)
+            return
+        check_positional(opt, saved)
+    except ValueError as e:
+        raise UserError(
+            f"the checkpoint's SAC {which} optimiser state does not fit this learner: {e}"
+        ) from None
+    opt.load_state_dict(saved)
