@@ -42,7 +42,9 @@ from venvs import METAWORLD_ALGORITHMS_COMMIT, PEERS, ensure, python_of  # noqa:
 
 PEER = "metaworld_algorithms"
 RUNNER = HERE / "mt10_mtmhsac_run.py"
-#: One thread for XLA's CPU client and for OpenMP: the run uses one core, as mtrl's runs do.
+#: One thread for XLA's CPU client and for OpenMP. These alone did not hold it to one core (XLA's
+#: Eigen threads kept a second core busy: ~190 % of a core in ``top``), so the runner is also
+#: pinned to one CPU (:func:`last_cpu`, ``--cpu``): the run uses one core, as mtrl's runs do.
 THREAD_ENV = {
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
     "OMP_NUM_THREADS": "1",
@@ -67,6 +69,12 @@ HYPERPARAMETERS = {
 }
 
 
+def last_cpu() -> int:
+    """The highest-numbered CPU this process may run on (where the peer is pinned by
+    default)."""
+    return max(os.sched_getaffinity(0))
+
+
 def run_seed(
     seed: int,
     total: int,
@@ -75,9 +83,11 @@ def run_seed(
     record_every: int,
     warmstart: int | None,
     resume: bool,
+    cpu: int,
 ) -> dict[str, Any]:
-    """One seed in the peer venv; its ``result.json`` with the run dir and the command added.
-    ``resume``: continue from the run dir's newest checkpoint, if there is one."""
+    """One seed in the peer venv, pinned to CPU ``cpu``; its ``result.json`` with the run dir
+    and the command added. ``resume``: continue from the run dir's newest checkpoint, if there
+    is one."""
     cmd = [
         str(python_of(PEER)),
         str(RUNNER),
@@ -100,7 +110,14 @@ def run_seed(
     env = {**os.environ, **THREAD_ENV}
     t0 = time.perf_counter()
     with (run_dir / "train.log").open("a" if resume else "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False)
+        proc = subprocess.run(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            check=False,
+            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+        )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         tail = (run_dir / "train.log").read_text()[-3000:]
@@ -132,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="continue each seed from its run dir's newest checkpoint (every 200k env steps)",
     )
+    ap.add_argument(
+        "--cpu", type=int, default=None, help="the CPU the peer runs on (default: the last)"
+    )
     ap.add_argument("--name", default=None, help="result name (learning_<name>.json)")
     ap.add_argument("--work-dir", type=Path, default=None, help="default runs/bench/<name>")
     ap.add_argument("--out-dir", type=Path, default=None, help="default docs/results")
@@ -140,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or f"mt10_mtmhsac_{args.total_env_steps}"
     work_dir = (args.work_dir or ROOT / "runs" / "bench" / name).resolve()
     build_s = ensure(PEER)
+    cpu = last_cpu() if args.cpu is None else args.cpu
     t0 = time.perf_counter()
     runs = []
     for seed in seeds:
@@ -152,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             args.record_every,
             args.warmstart_env_steps,
             args.resume,
+            cpu,
         )
         runs.append(run)
         if run["error"]:
@@ -179,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             "hyperparameters": HYPERPARAMETERS,
             "warmstart_env_steps_override": args.warmstart_env_steps,
             "thread_env": THREAD_ENV,
+            "cpu": cpu,
             "venv_build_s": build_s,
         },
         "seeds": seeds,

@@ -1,6 +1,7 @@
 """The public multi-task SAC peer on MT10 (benchmarks/peers/mt10_mtmhsac.py) gives
 benchmarks/mt10_figure.py an arm: a learning JSON whose run has a training-success curve
-against env steps and a final greedy success per task, read by the figure's own loader.
+against env steps and a final greedy success per task, read by the figure's own loader; the
+peer runs pinned to one CPU.
 
 It runs the Meta-World+ authors' code in its peer venv at the smallest budget that makes the
 whole pipeline turn: 5,000 env steps of the random warm start (one episode per task) and one
@@ -11,6 +12,7 @@ that venv is not built; no network: the venv is built beforehand
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,6 +68,7 @@ def test_the_peer_run_is_an_arm_of_the_mt10_figure(tmp_path: Path) -> None:
     [run] = doc["runs"]
     assert run["error"] is None and run["env_steps"] == 5000
     assert doc["peer"]["commit"] == venvs.METAWORLD_ALGORITHMS_COMMIT
+    assert doc["peer"]["cpu"] == max(os.sched_getaffinity(0))  # pinned: one core, as ours
     assert run["versions"]["metaworld"] == "3.1.1"
     tasks = run["tasks"]
     assert len(tasks) == 10 and all(name.startswith("metaworld/") for name in tasks)
