@@ -14,6 +14,7 @@ MTRL_VENV="$venv" MTRL_EXTRA_CONTRIB=plugins_contrib/mtrl-metaworld bash scripts
 "$venv/bin/mtrl" validate configs/mt10.yaml
 "$venv/bin/mtrl" validate configs/mt10_impala.yaml
 "$venv/bin/mtrl" validate configs/mt10_impala_replay.yaml
+"$venv/bin/mtrl" validate configs/mt10_sample_efficient.yaml
 "$venv/bin/mtrl" validate configs/mt50.yaml
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider plugins_contrib/mtrl-metaworld/tests \
   tests/plugins/test_success_flags.py "$@"

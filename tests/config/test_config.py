@@ -19,6 +19,7 @@ OWN_VENV = {
     "mt10.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
     "mt10_impala.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
     "mt10_impala_replay.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
+    "mt10_sample_efficient.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
     "mt50.yaml": ("metaworld", "scripts/metaworld_tests.sh"),
 }
 
