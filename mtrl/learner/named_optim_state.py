@@ -40,7 +40,8 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 
 def _owners(params: Sequence[torch.Tensor], named: Named) -> list[list[tuple[str, torch.Tensor]]]:
     """For each of the optimiser's ``params``, the named parameters that are (or alias part
-    of) it; a named parameter that shares no storage with any is not the optimiser's."""
+    of) it; a named parameter that shares no storage with any is not the optimiser's (SAC's
+    unused state-value head, a frozen layer) and is left out."""
     by_storage: dict[int, list[int]] = {}
     for i, p in enumerate(params):
         by_storage.setdefault(p.untyped_storage().data_ptr(), []).append(i)

@@ -105,41 +105,41 @@ class ResidualTorsoStack(nn.Module):
 
     def __init__(self, torsos: Sequence[ResidualTorso]) -> None:
         super().__init__()
-        first = torsos[0]
-        if any(len(t.blocks) != len(first.blocks) for t in torsos):
+        if len({len(t.blocks) for t in torsos}) != 1:
             raise ValueError("the members of a ResidualTorsoStack need the same number of blocks")
-        self.layers = nn.ModuleList()
-        self.order: list[nn.Module | int | str] = []
-        """The layers in order: an index into :attr:`layers`, a member's parameterless layer
-        (its activation), or ``"skip"`` / ``"add"`` around each block's branch."""
-        paths = [list(first.stem)] + [list(b.branch) for b in first.blocks]
-        for part, modules in enumerate(paths):
-            if part > 0:
-                self.order.append("skip")
-            for i, layer in enumerate(modules):
-                members = [(t.stem if part == 0 else t.blocks[part - 1].branch)[i] for t in torsos]
-                if isinstance(layer, nn.Linear):
-                    self.order.append(len(self.layers))
-                    self.layers.append(LinearStack([[m] for m in members]))
-                elif isinstance(layer, nn.LayerNorm):
-                    self.order.append(len(self.layers))
-                    self.layers.append(LayerNormStack(members))
-                elif any(True for _ in layer.parameters()):
-                    raise ValueError(f"a ResidualTorsoStack cannot stack {type(layer).__name__}")
-                else:
-                    self.order.append(layer)
-            if part > 0:
-                self.order.append("add")
+        self.stem = _stack_layers([t.stem for t in torsos])
+        self.blocks = nn.ModuleList(
+            _stack_layers([t.blocks[i].branch for t in torsos])
+            for i in range(len(torsos[0].blocks))
+        )
 
     def forward(self, x: torch.Tensor, frozen: bool = False) -> torch.Tensor:
-        skip = x
-        for step in self.order:
-            if step == "skip":
-                skip = x
-            elif step == "add":
-                x = skip + x
-            elif isinstance(step, int):
-                x = self.layers[step](x, frozen)
-            else:
-                x = step(x)
+        """As :meth:`ResidualTorso.forward`, each member on its rows (``frozen``: no gradient
+        reaches the stacks' parameters; it still flows to ``x``)."""
+        x = _run(self.stem, x, frozen)
+        for branch in self.blocks:
+            x = x + _run(branch, x, frozen)
         return x
+
+
+def _stack_layers(paths: Sequence[nn.Sequential]) -> nn.ModuleList:
+    """The members' same-shaped ``Sequential`` paths as one: a stack per ``Linear`` and
+    ``LayerNorm``, the first member's parameterless layers (activations) as they are."""
+    out = nn.ModuleList()
+    for layers in zip(*paths, strict=True):
+        first = layers[0]
+        if isinstance(first, nn.Linear):
+            out.append(LinearStack([[m] for m in layers]))
+        elif isinstance(first, nn.LayerNorm):
+            out.append(LayerNormStack(layers))
+        elif any(True for _ in first.parameters()):
+            raise ValueError(f"a ResidualTorsoStack cannot stack {type(first).__name__}")
+        else:
+            out.append(first)
+    return out
+
+
+def _run(layers: nn.ModuleList, x: torch.Tensor, frozen: bool) -> torch.Tensor:
+    for layer in layers:
+        x = layer(x, frozen) if isinstance(layer, (LinearStack, LayerNormStack)) else layer(x)
+    return x

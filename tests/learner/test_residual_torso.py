@@ -161,11 +161,11 @@ def test_a_stack_of_residual_torsos_is_each_torso_and_owns_their_weights() -> No
     for r, t in zip(ref, torsos, strict=True):
         r.load_state_dict(t.state_dict())
     torch.stack([r(x[i]) for i, r in enumerate(ref)]).square().sum().backward()
-    ln = stack.layers[1]
+    ln = stack.stem[1]
     assert isinstance(ln, LayerNormStack)
     torch.testing.assert_close(ln.weight.grad, torch.stack([r.stem[1].weight.grad for r in ref]))
     torch.testing.assert_close(
-        stack.layers[0].weight.grad, torch.stack([r.stem[0].weight.grad.t() for r in ref])
+        stack.stem[0].weight.grad, torch.stack([r.stem[0].weight.grad.t() for r in ref])
     )
     # Frozen: the input's gradient only.
     for p in stack.parameters():

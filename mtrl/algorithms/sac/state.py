@@ -5,7 +5,7 @@ it back. The periodic resets' schedule (``learner.sac.reset_every``) needs nothi
 it is the gradient-step count's.
 
 The actor's and critics' optimiser states are kept per named parameter of the model and the
-critics (:mod:`mtrl.learner.optimizer_state`), not by position in the optimiser's list: the
+critics (:mod:`mtrl.learner.named_optim_state`), not by position in the optimiser's list: the
 stacked step's optimisers step stacks that the per-task modules alias, the per-task step the
 modules themselves, and a checkpoint taken by either resumes in the other (a run trained on a
 GPU, where every learner takes the stacked step, resumed on a CPU, where some do not).
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from mtrl.errors import UserError
-from mtrl.learner.optimizer_state import (
+from mtrl.learner.named_optim_state import (
     BY_NAME,
     check_positional,
     load_named_state,
@@ -43,7 +43,7 @@ def capture(learner: Any) -> dict[str, Any]:
         "critic": learner.critic.state_dict(),
         "target_critic": learner.target.state_dict(),
         "log_alpha": learner.log_alpha.detach().clone(),
-        "actor_optimizer": named_state(learner.actor_opt, _actor_named(learner)),
+        "actor_optimizer": named_state(learner.actor_opt, learner.model.named_parameters()),
         "critic_optimizer": named_state(learner.critic_opt, learner.critic.named_parameters()),
         "alpha_optimizer": learner.alpha_opt.state_dict(),
         "version": learner.version,
@@ -66,7 +66,9 @@ def restore(learner: Any, state: dict[str, Any], quiet: bool = False) -> None:
     learner.target.load_state_dict(state["target_critic"])
     with torch.no_grad():
         learner.log_alpha.copy_(state["log_alpha"])
-    _load_optimizer(learner.actor_opt, _actor_named(learner), state["actor_optimizer"], "actor")
+    _load_optimizer(
+        learner.actor_opt, learner.model.named_parameters(), state["actor_optimizer"], "actor"
+    )
     _load_optimizer(
         learner.critic_opt, learner.critic.named_parameters(), state["critic_optimizer"], "critic"
     )
@@ -86,13 +88,6 @@ def restore(learner: Any, state: dict[str, Any], quiet: bool = False) -> None:
     mirror = learner.stacked.replay if learner.stacked is not None else None
     if mirror is not None:
         mirror.reload()
-
-
-def _actor_named(learner: Any) -> list[tuple[str, torch.Tensor]]:
-    """The model's parameters the actor's optimiser steps (or whose stacks it steps): all but
-    the state-value head SAC has no use for."""
-    value = {id(learner.model.value_weight), id(learner.model.value_bias)}
-    return [(n, p) for n, p in learner.model.named_parameters() if id(p) not in value]
 
 
 def _load_optimizer(
