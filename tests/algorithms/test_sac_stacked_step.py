@@ -17,7 +17,6 @@ from mtrl.algorithms.sac import SacLearner, make_sac_learner, stacked_step
 from mtrl.config import parse_config
 from mtrl.learner.batch import TaskBatch
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
-from mtrl.learner.residual import ResidualTorsoStack
 
 OBS, ACT, T = 5, 2, 8
 BOX = TaskSpaces(spaces.Box(-4, 4, (OBS,), np.float32), spaces.Box(-1, 1, (ACT,), np.float32))
@@ -302,10 +301,3 @@ def test_the_step_a_cpu_takes_by_default(tasks: list, stacked: bool) -> None:
     assert (learner.stacked is not None) is stacked
     assert stacked_step.why_not(learner, None) is None
 
-
-def test_sac_stacks_its_twin_critics_residual_torsos() -> None:
-    learner = _learner([BOX] * 2, True, model=", torso_block: residual")
-    critics = learner.stacked.critic
-    assert isinstance(critics.torso_stack, ResidualTorsoStack)
-    assert critics.unstacked == []  # every critic parameter lives in a stack
-    assert {id(p) for p in critics.shared} == {id(p) for p in critics.torso_stack.parameters()}

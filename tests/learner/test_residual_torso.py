@@ -1,8 +1,7 @@
 """The residual torso (``learner.model.torso_block: residual``, BRO's BroNet): its shapes, the
 configs it refuses (one line each, naming ``learner.model.torso``), each block is its input
-plus a layer-normalised branch, every parameter learns and is shared, IMPALA's model and SAC's
-learner train it on two tasks of different spaces, and a stack of torsos (SAC's twin critics)
-computes and learns as each torso."""
+plus a layer-normalised branch, every parameter learns and is shared, and IMPALA's model and
+SAC's learner train it on two tasks of different spaces."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from mtrl.algorithms.sac import make_sac_learner
 from mtrl.config import LearnerConfig, parse_config
 from mtrl.errors import ConfigError
 from mtrl.learner.model import MultiTaskModel
-from mtrl.learner.residual import LayerNormStack, ResidualBlock, ResidualTorso, ResidualTorsoStack
+from mtrl.learner.residual import ResidualBlock, ResidualTorso
 from mtrl.learner.stacked import stack_signature
 from mtrl.learner.torsos import make_torso
 from tests.two_task_batches import SPACES, two_task_batch
@@ -139,37 +138,3 @@ def test_sac_trains_residual_torsos_in_its_policy_and_both_critics() -> None:
             assert not torch.equal(value, before[name][key]), f"{name}.{key}"
     # The target critics follow their critics' residual torsos.
     assert isinstance(learner.target.q1.torso, ResidualTorso)
-
-
-def test_a_stack_of_residual_torsos_is_each_torso_and_owns_their_weights() -> None:
-    torch.manual_seed(0)
-    torsos = [ResidualTorso(6, 8, 2, "relu") for _ in range(2)]
-    for t in torsos:  # scales and shifts away from LayerNorm's (1, 0) start: they take part
-        for ln in (m for m in t.modules() if isinstance(m, nn.LayerNorm)):
-            nn.init.normal_(ln.weight, 1.0, 0.3), nn.init.normal_(ln.bias, 0.0, 0.3)
-    x = torch.randn(2, 5, 6)
-    want = torch.stack([t(x[i]) for i, t in enumerate(torsos)])
-    stack = ResidualTorsoStack(torsos)
-    torch.testing.assert_close(stack(x), want)
-    for i, t in enumerate(torsos):  # the modules alias the stack: still each torso as it was
-        torch.testing.assert_close(t(x[i]), want[i])
-    own = {p.untyped_storage().data_ptr() for p in stack.parameters()}
-    assert all(p.untyped_storage().data_ptr() in own for t in torsos for p in t.parameters())
-    # Gradients reach the stack's parameters, each member's the same as its own torso's.
-    stack(x).square().sum().backward()
-    ref = [ResidualTorso(6, 8, 2, "relu") for _ in range(2)]
-    for r, t in zip(ref, torsos, strict=True):
-        r.load_state_dict(t.state_dict())
-    torch.stack([r(x[i]) for i, r in enumerate(ref)]).square().sum().backward()
-    ln = stack.stem[1]
-    assert isinstance(ln, LayerNormStack)
-    torch.testing.assert_close(ln.weight.grad, torch.stack([r.stem[1].weight.grad for r in ref]))
-    torch.testing.assert_close(
-        stack.stem[0].weight.grad, torch.stack([r.stem[0].weight.grad.t() for r in ref])
-    )
-    # Frozen: the input's gradient only.
-    for p in stack.parameters():
-        p.grad = None
-    xg = x.clone().requires_grad_(True)
-    stack(xg, frozen=True).sum().backward()
-    assert xg.grad is not None and all(p.grad is None for p in stack.parameters())

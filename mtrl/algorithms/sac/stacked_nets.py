@@ -18,7 +18,6 @@ from torch import nn
 
 from mtrl.algorithms.sac.obs_norm import stacked_normalizer
 from mtrl.algorithms.sac.stacked_batch import GroupSpec
-from mtrl.learner.residual import ResidualTorso, ResidualTorsoStack
 from mtrl.learner.stacked import LinearStack, MLPStack, stack_signature
 
 __all__ = ["Critics", "Frozen", "Policy", "stackable_encoder"]
@@ -104,20 +103,10 @@ class Policy:
         return torch.stack(parts).reshape(k, m, -1)
 
 
-def _torso_stack(torsos: Sequence[nn.Module], conditioned: bool) -> nn.Module | None:
-    """Both critics' torsos as one ``[2]`` stack (plain MLPs, or BRO's residual torsos), or
-    None where they run one by one (task-conditioned torsos)."""
-    if conditioned:
-        return None
-    if all(isinstance(t, ResidualTorso) for t in torsos):
-        return ResidualTorsoStack(torsos)
-    return MLPStack(torsos) if stack_signature(torsos[0]) is not None else None
-
-
 class Critics:
     """Both critics of a :class:`~mtrl.algorithms.sac.networks.TwinCritic` as one ensemble:
     per group, encoders and heads stacked over ``[2 K_g]`` members (critic 1's tasks, then
-    critic 2's); the torsos stacked over ``[2]`` where they are plain MLPs or residual torsos."""
+    critic 2's); the torsos stacked over ``[2]`` where they are plain MLPs."""
 
     def __init__(self, twin: nn.Module, groups: Sequence[GroupSpec], stacked: list[bool]):
         q1, q2 = twin.q1, twin.q2
@@ -139,7 +128,8 @@ class Critics:
             members += mlps + heads
         self.torsos = [q1.torso, q2.torso]
         self.conditioned = q1.conditioned
-        self.torso_stack = _torso_stack(self.torsos, self.conditioned)
+        plain = not self.conditioned and stack_signature(q1.torso) is not None
+        self.torso_stack = MLPStack(self.torsos) if plain else None
         if self.torso_stack is not None:
             members += self.torsos
         stacks = [s for s in self.encoders if s is not None] + self.heads
