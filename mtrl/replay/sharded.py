@@ -38,7 +38,7 @@ import copy
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -63,6 +63,16 @@ __all__ = ["HELD_UNROLLS", "ShardGroup", "ShardedSampler", "ShardedTaskReplay"]
 HELD_UNROLLS = 64
 """With ``waits: actors``: unrolls a task's front holds back at most; past it the oldest goes in
 anyway (an overrun)."""
+
+
+class Sent(NamedTuple):
+    """A call to a task's shard: the shard's number, its generation when the call went out
+    (a failure is the loss of that generation only: a call to a shard since replaced must not
+    replace the new one) and the call's result ref."""
+
+    shard: int
+    generation: int
+    ref: Any
 
 
 class ReplayEmptied(RuntimeError):
@@ -122,11 +132,11 @@ class ShardedTaskReplay:
             else None
         )
         self._next = 0  # the shard the next unroll goes to
-        self._adds: deque[tuple[int, Any]] = deque()  # (shard, pending add) oldest first
-        self._updates: list[tuple[int, Any]] = []  # (shard, pending priority update)
+        self._adds: deque[Sent] = deque()  # pending adds, oldest first
+        self._updates: list[Sent] = []  # pending priority updates
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # updates not sent yet
         self._held: deque[tuple[UnrollBuffer, float]] = deque()  # waits: actors
-        self._prefetch: list[tuple[int, int, Any]] | None = None  # a draw on its way
+        self._prefetch: list[tuple[int, Sent]] | None = None  # a draw on its way: (count, call)
         self._rows: tuple[Any, np.ndarray, np.ndarray] | None = None  # drawn, not handed out
         self._rows_at = 0  # the next row of ``_rows`` handed out
         self.waits = {
@@ -149,9 +159,10 @@ class ShardedTaskReplay:
         self._sync_generations()
         return self.group.handle(self.keys[i])
 
-    def _call(self, i: int, method: str, *args: Any) -> Any:
+    def _call(self, i: int, method: str, *args: Any) -> Sent:
         """Call ``method`` of shard ``i`` (not waited for)."""
-        return getattr(self._handle(i), method).remote(*args)
+        handle = self._handle(i)
+        return Sent(i, self.generations[i], getattr(handle, method).remote(*args))
 
     def _apply(self, i: int, stats: ShardStats) -> None:
         """Take ``stats`` (an answer of shard ``i``, to this front or to an actor) unless a
@@ -176,39 +187,37 @@ class ShardedTaskReplay:
                 self.stats[i] = ShardStats()
                 self.generations[i] = self.group.generation[key]
 
-    def _lost(self, i: int, exc: BaseException) -> None:
-        self.group.replace(self.keys[i], self.generations[i], f"{type(exc).__name__}")
-        self._sync_generations()
-
-    def _get(self, i: int, ref: Any) -> Any:
-        """The result of call ``ref`` to shard ``i``, or None when the shard was lost."""
+    def _get(self, sent: Sent) -> Any:
+        """The result of call ``sent``, or None when its shard was lost (started again here
+        unless that happened already, when another call to it failed)."""
         try:
-            return self.group.ray.get(ref)
+            return self.group.ray.get(sent.ref)
         except self.group.lost_errors as e:
-            self._lost(i, e)
+            self.group.replace(self.keys[sent.shard], sent.generation, type(e).__name__)
+            self._sync_generations()
             return None
 
     def collect(self, block: bool = False) -> None:
         """Take in the acknowledged inserts and priority updates (``block``: the oldest
         insert's at least)."""
         if self._updates:
-            done, _ = self.group.ray.wait([r for _, r in self._updates], timeout=0)
+            done, _ = self.group.ray.wait([u.ref for u in self._updates], timeout=0)
             finished = set(done)
-            for i, ref in [u for u in self._updates if u[1] in finished]:
-                stats = self._get(i, ref)
+            for sent in [u for u in self._updates if u.ref in finished]:
+                stats = self._get(sent)
                 if stats is not None:
-                    self._apply(i, stats)
-            self._updates = [u for u in self._updates if u[1] not in finished]
+                    self._apply(sent.shard, stats)
+            self._updates = [u for u in self._updates if u.ref not in finished]
         while self._adds:
-            i, ref = self._adds[0]
-            done, _ = self.group.ray.wait([ref], timeout=None if block else 0)
+            sent = self._adds[0]
+            done, _ = self.group.ray.wait([sent.ref], timeout=None if block else 0)
             if not done:
                 return
             self._adds.popleft()
             block = False
-            stats = self._get(i, ref)
+            stats = self._get(sent)
             if stats is not None:
-                self._apply(i, stats)
+                self._apply(sent.shard, stats)
 
     # -- TaskReplay's interface ----------------------------------------------------------------
 
@@ -235,7 +244,7 @@ class ShardedTaskReplay:
     def _send(self, buf: UnrollBuffer) -> None:
         i = self._next
         self._next = (i + 1) % len(self.keys)
-        self._adds.append((i, self._call(i, "add", buf)))
+        self._adds.append(self._call(i, "add", buf))
         self.waits["learner_inserts"] += 1
 
     def route(self) -> ShardRoute:
@@ -314,14 +323,13 @@ class ShardedTaskReplay:
         """Ask every shard for the task's stats now (the actors' inserts and the priority
         updates kept here included)."""
         self._send_priorities()
-        refs = [(i, self._call(i, "stats", self.task)) for i in range(len(self.keys))]
-        for i, ref in refs:
-            stats = self._get(i, ref)
+        for sent in [self._call(i, "stats", self.task) for i in range(len(self.keys))]:
+            stats = self._get(sent)
             if stats is not None:
-                self._apply(i, stats)
+                self._apply(sent.shard, stats)
 
-    def _request(self, n: int, rng: np.random.Generator) -> list[tuple[int, int, Any]]:
-        """Ask the shards for ``n`` items split by their masses: (shard, count, call)."""
+    def _request(self, n: int, rng: np.random.Generator) -> list[tuple[int, Sent]]:
+        """Ask the shards for ``n`` items split by their masses: (count, call) per shard."""
         self._send_priorities()  # drawn with every priority the learner has sent back
         masses = np.array([s.total for s in self.stats])
         if not masses.sum() > 0:
@@ -329,28 +337,28 @@ class ShardedTaskReplay:
         counts = split_by_mass(masses, n, rng)
         seeds = rng.integers(2**63, size=len(counts))
         return [
-            (i, int(c), self._call(i, "sample", self.task, int(c), int(seeds[i])))
+            (int(c), self._call(i, "sample", self.task, int(c), int(seeds[i])))
             for i, c in enumerate(counts)
             if c > 0
         ]
 
     def _gather(
-        self, request: list[tuple[int, int, Any]], rng: np.random.Generator
+        self, request: list[tuple[int, Sent]], rng: np.random.Generator
     ) -> tuple[Any, np.ndarray, np.ndarray]:
         """The parts of ``request`` joined; a lost shard's part drawn again from the others.
         All parts are waited for together first: Ray then pulls the large ones (kept in their
         node's object store) over every shard's link at once, not one after another."""
-        self.group.ray.wait([ref for _, _, ref in request], num_returns=len(request))
+        self.group.ray.wait([sent.ref for _, sent in request], num_returns=len(request))
         parts, indices, masses, missing = [], [], [], 0
-        for i, c, ref in request:
-            out = self._get(i, ref)
+        for c, sent in request:
+            out = self._get(sent)
             if out is None:
                 missing += c
                 continue
             batch, local, mass, stats = out
-            self._apply(i, stats)
+            self._apply(sent.shard, stats)
             parts.append(batch)
-            indices.append(encode(i, local, self.per_shard))
+            indices.append(encode(sent.shard, local, self.per_shard))
             masses.append(mass)
         if missing:
             batch, idx, mass = self._gather(self._request(missing, rng), rng)
@@ -409,8 +417,9 @@ class ShardedTaskReplay:
         self._pending = []
         for i in np.unique(shard):
             mine = shard == i
-            ref = self._call(int(i), "update_priorities", self.task, local[mine], td[mine])
-            self._updates.append((int(i), ref))
+            self._updates.append(
+                self._call(int(i), "update_priorities", self.task, local[mine], td[mine])
+            )
 
     def metrics(self) -> dict[str, float]:
         """This task's waits and overruns (the learner's and the actors'), unrolls inserted by

@@ -146,6 +146,38 @@ def shard_lost_mid_run() -> dict[str, Any]:
     }
 
 
+def call_sent_before_a_loss_fails_after_the_restart() -> dict[str, Any]:
+    """Shard 0 is killed; an insert is sent to it before anything notices; a stats call then
+    finds it lost and starts it again; the insert's failure, taken in after that, is the old
+    shard's and must not count a second loss nor replace the new shard."""
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    front = _front({"shards": {"count": 2}}, 80)
+    for k in range(4):
+        front.add_unroll(_unroll(k))
+    _settle(front, 80)
+    front.group.kill((None, 0))
+    front.add_unroll(_unroll(10))  # to shard 0, whose actor is gone: the call fails
+    pending = len(front._adds)
+    front.refresh()  # a stats call to shard 0 fails: lost, started again
+    restarted = front.group.handles[(None, 0)]
+    lost_then = front.group.lost_shards
+    while front._adds:
+        front.collect(block=True)  # the insert's failure comes in now
+    front.add_unroll(_unroll(11))  # to shard 1
+    front.add_unroll(_unroll(12))  # to the restarted shard 0
+    while front._adds:
+        front.collect(block=True)
+    return {
+        "pending": pending,
+        "lost_then": lost_then,
+        "lost_shards": front.group.lost_shards,
+        "same_shard": front.group.handles[(None, 0)] is restarted,
+        "per_shard": [s.count for s in front.stats],
+    }
+
+
 def _two_cartpoles(actors: str, num_actors: int, replay: str, algorithm: str, rule: str) -> Any:
     """A config of two CartPole tasks of 4 envs with the ``actors:`` and ``replay:`` sections
     given (YAML flow), ``num_actors`` actors, ``algorithm`` and its ``rule`` settings line."""

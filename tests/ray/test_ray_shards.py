@@ -1,7 +1,8 @@
 """Sharded replay (``replay.shards``) on real Ray: draws across shards on two nodes follow the
 global priorities (chi-square, and a wrong split is told apart), the rate limiter holds its
 ratio within 10 % whichever side waits, a shard killed mid-run is counted, reported and
-started again while the draws go on, SAC and IMPALA with replay train on shards in a real
+started again while the draws go on (a call to the lost shard failing after its restart is
+not a second loss), SAC and IMPALA with replay train on shards in a real
 run with Ray actors, and SAC's Ray actors store their unrolls in their own node's shard (the
 learner gets summaries, no unroll data; each shard's data came from its node's actors; the
 rate limiter's waits counted on the side that waits; a shard killed mid-run survived). Each
@@ -47,6 +48,14 @@ def test_a_shard_killed_mid_run_is_counted_restarted_and_the_draws_go_on() -> No
     assert r["rows"] == [32] * 8, "every draw after the loss was whole"
     assert r["lost_shards"] == 1 and r["lost_items"] == 40
     assert r["restarted"] and r["per_shard"][0] > 0, "the new shard takes inserts again"
+
+
+def test_a_call_to_a_lost_shard_failing_after_its_restart_is_not_a_second_loss() -> None:
+    r = run_scenario("call_sent_before_a_loss_fails_after_the_restart", script=SCRIPT)
+    assert r["pending"] == 1 and r["lost_then"] == 1, r
+    assert r["lost_shards"] == 1, "the old shard's late failure counted again"
+    assert r["same_shard"], "the restarted shard was replaced for its predecessor's failure"
+    assert r["per_shard"] == [20, 40], "the restarted shard holds the one insert it got"
 
 
 @pytest.mark.parametrize("algorithm", ["sac", "impala_replay"])
