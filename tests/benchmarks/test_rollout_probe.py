@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mtrl.checkpoint import save_checkpoint
 from mtrl.config import parse_config
 from mtrl.train.evaluate import evaluate, load_for_eval
 from mtrl.train.trainer import Trainer
@@ -33,35 +32,30 @@ def test_an_episodes_distances_come_from_its_positions() -> None:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run directory with the checkpoint of a short SAC run on one Pendulum copy."""
-    out = tmp_path_factory.mktemp("run")
+    """The run directory of a short SAC run on one Pendulum copy (its final checkpoint)."""
+    root = tmp_path_factory.mktemp("runs")
     cfg = parse_config(
-        """
+        f"""
         name: probetest
         total_env_steps: 600
         tasks:
-          - {env: gymnasium/Pendulum-v1, num_envs: 1}
-        actors: {mode: serial}
+          - {{env: gymnasium/Pendulum-v1, num_envs: 1}}
+        actors: {{mode: serial}}
         learner:
           algorithm: sac
           batch_size: 32
-          model: {encoder_dim: 16, torso: [16]}
-          sac: {learning_starts: 200}
-        tracking: {wandb: {mode: disabled}}
+          model: {{encoder_dim: 16, torso: [16]}}
+          sac: {{learning_starts: 200}}
+        tracking: {{run_dir: {root}, console: quiet, wandb: {{mode: disabled}}}}
         """
     )
-    trainer = Trainer(cfg, write_run_dir=False, console=False)
+    trainer = Trainer(cfg, console=False)
     try:
         trainer.run()
     finally:
         trainer.close()
-    state = {
-        "config": cfg.model_dump(mode="json"),
-        "learner": trainer.learner.state_dict(),
-        "env_steps": trainer.env_steps,
-    }
-    save_checkpoint(out, state, trainer.env_steps, keep_last=1)
-    return out
+    (run,) = root.iterdir()
+    return run
 
 
 def test_the_probe_plays_mtrl_evals_greedy_episodes(run_dir: Path, tmp_path: Path) -> None:
