@@ -1,6 +1,7 @@
 """The categorical critic (``learner.sac.critic: categorical``): the two-hot projection keeps a
 target's value inside the support and its mass sums to 1; ``Q`` is the logits' expectation; a
-learner with it regresses its critics' ``Q`` to the soft target, resets and checkpoints it; a
+learner with it regresses its critics' ``Q`` to the soft target, says once per task when the
+targets pile up at an end of the support, resets and checkpoints it; a
 support that is not an interval is refused in one line. The stacked step against the per-task
 step with it: tests/algorithms/test_sac_stacked_step.py."""
 
@@ -110,6 +111,33 @@ def test_the_critics_output_logits_and_their_q_learns_the_target() -> None:
     assert diag["learner/box/q"] == pytest.approx(0.7, abs=0.1)
     assert diag["learner/cart/q"] == pytest.approx(-1.2, abs=0.1)
     assert np.isfinite(learner.update([])["losses/critic"])
+
+
+def test_edge_reached_is_within_one_bin_of_either_end() -> None:
+    # support -2..2 in 21 bins: one bin is 0.2 wide
+    assert categorical.edge_reached(1.85, -2.0, 2.0, 21) == "v_max"
+    assert categorical.edge_reached(1.75, -2.0, 2.0, 21) is None
+    assert categorical.edge_reached(-1.81, -2.0, 2.0, 21) == "v_min"
+    assert categorical.edge_reached(0.0, -2.0, 2.0, 21) is None
+
+
+def test_targets_beyond_the_support_are_told_once_per_task(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every box step is worth 5, past v_max = 2: its Q piles up at 2 and the learner says so
+    once, naming the task and the setting; the cart task's -1.2 fits and is not named."""
+    learner = _learner()
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        learner.update([_batch(0, BOX, rng, 5.0), _batch(1, CART, rng, -1.2)])
+    diag = learner.pop_diagnostics()
+    assert diag["learner/box/q"] > 1.8
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "WARNING" in ln]
+    assert len(lines) == 1, lines
+    assert "'box'" in lines[0] and "learner.sac.v_max (2)" in lines[0]
+    learner.update([_batch(0, BOX, rng, 5.0), _batch(1, CART, rng, -1.2)])
+    learner.pop_diagnostics()
+    assert "WARNING" not in capsys.readouterr().out, "told once"
 
 
 def test_a_reset_and_a_checkpoint_keep_the_categorical_heads() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["cross_entropy", "expected", "support", "two_hot"]
+__all__ = ["cross_entropy", "edge_reached", "expected", "support", "two_hot"]
 
 
 def support(
@@ -58,3 +58,16 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """``−Σ_i target_i log softmax(logits)_i`` per row ``[*B]`` (``target`` not
     differentiated)."""
     return -(target.detach() * torch.log_softmax(logits, dim=-1)).sum(-1)
+
+
+def edge_reached(q_mean: float, v_min: float, v_max: float, bins: int) -> str | None:
+    """Which end of the support a task's mean ``Q`` has come within one bin of (``"v_max"``,
+    ``"v_min"``), or None. Soft targets beyond an end are clipped to it (:func:`two_hot`), so
+    a critic whose values lie past it learns the end instead, and its mean ``Q`` piles up
+    there: the sign that the support is too narrow for the task's returns."""
+    width = (v_max - v_min) / (bins - 1)
+    if q_mean >= v_max - width:
+        return "v_max"
+    if q_mean <= v_min + width:
+        return "v_min"
+    return None

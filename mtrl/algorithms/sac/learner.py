@@ -45,7 +45,7 @@ from torch import nn
 
 from mtrl.actors.shard_insert import ShardedUnroll, ShardRoute
 from mtrl.algorithms.feed import batch_to_unroll
-from mtrl.algorithms.sac import device_replay, obs_norm, resets
+from mtrl.algorithms.sac import categorical, device_replay, obs_norm, resets
 from mtrl.algorithms.sac.batch import Group, draw_groups, group_key
 from mtrl.algorithms.sac.checks import check_tasks
 from mtrl.algorithms.sac.critic_output import critic_bins, critic_output
@@ -193,6 +193,7 @@ class SacLearner:
         self.gradient_steps = 0
         self._losses: dict[str, float] = {}
         self.diagnostics = SacDiagnostics(task_names, self.device)
+        self._edges_told: set[tuple[str, str]] = set()  # (task, support end) warned of
 
     def _replay(self, task: int) -> TaskReplay | ShardedTaskReplay:
         """Task ``task``'s replay of transitions, as the ``replay:`` section says."""
@@ -381,6 +382,7 @@ class SacLearner:
         each task's weight in the critics' loss now (``famo_weight``, summing to 1); a
         sharded replay's losses and waits (:func:`mtrl.replay.replay_metrics`)."""
         out = self.diagnostics.pop()
+        self._warn_at_support_edge(out)
         for k, name in enumerate(self.task_names):
             out[f"learner/{name}/replay_transitions"] = float(self.replays[k].sampler.count)
         out.update(replay_metrics(self.replays))
@@ -388,6 +390,32 @@ class SacLearner:
             for name, weight in zip(self.task_names, self.famo.weights.tolist(), strict=True):
                 out[f"learner/{name}/famo_weight"] = weight
         return out
+
+    def _warn_at_support_edge(self, diag: dict[str, float]) -> None:
+        """Once per task and end: a categorical critic's mean ``Q`` at an end of its support
+        (:func:`~mtrl.algorithms.sac.categorical.edge_reached`) means its targets are clipped
+        there: say so, naming the setting to widen, rather than learn a wrong value silently."""
+        sac = self.sac
+        if sac.critic != "categorical":
+            return
+        for name in self.task_names:
+            q = diag.get(f"learner/{name}/q")
+            end = (
+                None
+                if q is None
+                else categorical.edge_reached(q, sac.v_min, sac.v_max, sac.num_bins)
+            )
+            if end is None or (name, end) in self._edges_told:
+                continue
+            self._edges_told.add((name, end))
+            bound = sac.v_max if end == "v_max" else sac.v_min
+            print(
+                f"WARNING: task {name!r}: the categorical critic's mean Q ({q:.4g}) is within a "
+                f"bin of learner.sac.{end} ({bound:g}): soft targets beyond it are clipped, so "
+                f"this task's values are not learned; widen learner.sac.v_min/v_max to bound "
+                f"its returns",
+                flush=True,
+            )
 
     # -- checkpoints (what they hold: mtrl/algorithms/sac/state.py) ------------------------------
 
