@@ -300,4 +300,3 @@ def test_the_step_a_cpu_takes_by_default(tasks: list, stacked: bool) -> None:
     learner = _learner(tasks, None)
     assert (learner.stacked is not None) is stacked
     assert stacked_step.why_not(learner, None) is None
-
