@@ -33,6 +33,7 @@ from mtrl.train.evaluate import (
     EVAL_SEED_OFFSET,
     load_for_eval,
     load_model,
+    run_episodes,
     select_tasks,
 )
 from mtrl.train.task_envs import build_env, task_spaces
@@ -76,29 +77,35 @@ def probe_episode(hand: np.ndarray, obj: np.ndarray, goal: np.ndarray) -> dict[s
 def play(
     env: Any, policy: Any, task: int, episodes: int, max_steps: int, where: dict[str, slice]
 ) -> list[EpisodeProbe]:
-    """``episodes`` greedy episodes of one env copy, each's figures (the batch-env rule: the
-    step after a done is a reset step, not part of an episode)."""
-    out: list[EpisodeProbe] = []
-    obs = env.reset()
-    while len(out) < episodes:
-        rows: dict[str, list[np.ndarray]] = {k: [] for k in where}
-        actions, ret, success = [], 0.0, None
-        for _ in range(max_steps):
-            for k, sl in where.items():
-                rows[k].append(np.asarray(obs[0, sl], np.float64))
-            _, act, _ = policy(task, obs, np.ones(1, bool))
-            step = env.step(act)
-            actions.append(np.asarray(act[0], np.float64).ravel())
-            ret += float(step.reward[0])
-            if step.success is not None:
-                success = bool(success) or bool(step.success[0])
-            obs = step.obs
-            if step.terminated[0] or step.truncated[0]:
-                obs = env.step(act).obs  # the reset step
-                break
-        figures = probe_episode(*(np.stack(rows[k]) for k in ("hand", "object", "goal")))
-        sat = float((np.abs(np.stack(actions)) >= 0.999).mean())
-        out.append(EpisodeProbe(ret, success, saturated=sat, **figures))
+    """``episodes`` greedy episodes of one env copy, each's figures. ``mtrl eval``'s own loop
+    (:func:`~mtrl.train.evaluate.run_episodes`: returns, successes, the batch-env rule) plays
+    them; the policy is wrapped to keep each acting step's positions and action, and a reset
+    step (``valid`` false) closes an episode."""
+    done: list[tuple[dict[str, list[np.ndarray]], list[np.ndarray]]] = []
+    rows: dict[str, list[np.ndarray]] = {k: [] for k in where}
+    actions: list[np.ndarray] = []
+
+    def recording(task: int, obs: Any, valid: np.ndarray) -> Any:
+        nonlocal rows, actions
+        out = policy(task, obs, valid)
+        if not valid[0]:
+            done.append((rows, actions))
+            rows, actions = {k: [] for k in where}, []
+            return out
+        for k, sl in where.items():
+            rows[k].append(np.asarray(obs[0, sl], np.float64))
+        actions.append(np.asarray(out[1][0], np.float64).ravel())
+        return out
+
+    finished = run_episodes(env, recording, task, episodes, max_steps * episodes)
+    if actions:
+        done.append((rows, actions))
+    out = []
+    for n, (pos, acts) in enumerate(done[: len(finished.returns)]):
+        figures = probe_episode(*(np.stack(pos[k]) for k in ("hand", "object", "goal")))
+        success = finished.successes[n] if finished.successes else None
+        sat = float((np.abs(np.stack(acts)) >= 0.999).mean())
+        out.append(EpisodeProbe(finished.returns[n], success, saturated=sat, **figures))
     return out
 
 

@@ -400,11 +400,9 @@ class SacLearner:
             return
         for name in self.task_names:
             q = diag.get(f"learner/{name}/q")
-            end = (
-                None
-                if q is None
-                else categorical.edge_reached(q, sac.v_min, sac.v_max, sac.num_bins)
-            )
+            if q is None:  # not sampled since the last record
+                continue
+            end = categorical.edge_reached(q, sac.v_min, sac.v_max, sac.num_bins)
             if end is None or (name, end) in self._edges_told:
                 continue
             self._edges_told.add((name, end))
