@@ -11,6 +11,7 @@ front in the learner is :class:`~mtrl.replay.sharded.ShardedTaskReplay`.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 from mtrl.actors.ray_cluster import import_ray, live_nodes_by_id, lost_actor_errors
@@ -172,5 +173,16 @@ class ShardGroup:
         return {f"{k[0]}/{k[1]}": s for k, s in zip(self.handles, got, strict=True)}
 
     def kill(self, key: Key) -> None:
-        """End shard ``key``'s actor as a lost node would (for fault drills and tests)."""
-        self.ray.kill(self.handles[key], no_restart=True)
+        """End shard ``key``'s actor as a lost node would (for fault drills and tests).
+
+        ``ray.kill`` only asks for the end; this returns once a call to the actor fails, so
+        that every call sent after it meets a dead shard, as after a node's loss."""
+        handle = self.handles[key]
+        self.ray.kill(handle, no_restart=True)
+        lost = lost_actor_errors(self.ray)
+        while True:
+            try:
+                self.ray.get(handle.where.remote())
+            except lost:
+                return
+            time.sleep(0.01)

@@ -223,15 +223,21 @@ def sac_trains_on_shards(algorithm: str = "sac") -> dict[str, Any]:
     )
     want = 3000
 
+    def replays_of(learner: Any) -> list[Any]:
+        replays = list(getattr(learner, "replays", {}).values()) if algorithm != "sac" else []
+        return replays or list(learner.replays)
+
     def done(t: Any) -> bool:
-        return t.env_steps >= want
+        # SAC's check wants data in every task's shards: an actor that starts late on a busy
+        # machine must not leave its task empty at the step count.
+        counts = [r.sampler.count for r in replays_of(t.learner)]
+        return t.env_steps >= want and (algorithm != "sac" or all(c > 0 for c in counts))
 
     trainer = stopping_when(done, Trainer)(cfg, write_run_dir=False, console=False)
     try:
         result = trainer.run()
         learner = trainer.learner
-        replays = list(getattr(learner, "replays", {}).values()) if algorithm != "sac" else []
-        replays = replays or list(learner.replays)
+        replays = replays_of(learner)
         diagnostics = learner.pop_diagnostics()
         counts = [r.sampler.count for r in replays]
         sharded = all(isinstance(r, ShardedTaskReplay) for r in replays)
