@@ -127,7 +127,7 @@ PROBE = """
 import json, sys, time
 import ray
 from mtrl.actors.ray_cluster import node_answers
-ray.init(address=sys.argv[1], logging_level="ERROR")
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 worker = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and "node1" in n["Resources"])
 print(json.dumps({"answers": node_answers(worker)}), flush=True)
 sys.stdin.readline()  # the node is killed meanwhile
@@ -157,10 +157,14 @@ def test_a_killed_node_stops_answering_at_once(tmp_path: Path) -> None:
         )
 
         def answer() -> dict[str, Any]:
+            # Ray prints to the driver's stdout too (a killed node's raylet is reported
+            # there): the probe's answers are its lines that open a JSON object.
             assert probe.stdout is not None
-            line = probe.stdout.readline()
-            assert line, (tmp_path / "probe.log").read_text()[-3000:]
-            return json.loads(line)
+            while True:
+                line = probe.stdout.readline()
+                assert line, (tmp_path / "probe.log").read_text()[-3000:]
+                if line.startswith("{"):
+                    return json.loads(line)
 
         try:
             assert probe.stdin is not None
