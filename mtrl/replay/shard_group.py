@@ -30,6 +30,9 @@ __all__ = ["PLACE_TIMEOUT_S", "Key", "ShardGroup"]
 PLACE_TIMEOUT_S = 60.0
 """How long a shard may take to start on its node before it is started wherever Ray puts it."""
 
+KILL_TIMEOUT_S = 60.0
+"""How long :meth:`ShardGroup.kill` waits for a killed shard to stop answering."""
+
 Key = tuple[int | None, int]
 """A shard: (its task with ``layout: per_task``, None with ``mixed``; its number)."""
 
@@ -180,9 +183,11 @@ class ShardGroup:
         handle = self.handles[key]
         self.ray.kill(handle, no_restart=True)
         lost = lost_actor_errors(self.ray)
-        while True:
+        until = time.monotonic() + KILL_TIMEOUT_S
+        while time.monotonic() < until:
             try:
                 self.ray.get(handle.where.remote())
             except lost:
                 return
             time.sleep(0.01)
+        raise RuntimeError(f"shard {key} still answers {KILL_TIMEOUT_S:.0f} s after ray.kill")
