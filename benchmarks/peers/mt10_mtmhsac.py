@@ -1,6 +1,6 @@
 """A public multi-task SAC on MT10 beside mtrl's: the Meta-World+ authors' multi-task
 multi-head SAC (MTMHSAC, ``rainx0r/metaworld-algorithms``, JAX), on this machine and
-Meta-World version, its curve and final agent in the shape ``benchmarks/mt10_figure.py`` reads.
+Meta-World version, its curve and final agent in the shape ``benchmarks/metaworld_figure.py`` reads.
 
 Each seed is one ``mt10_mtmhsac_run.py`` in the ``metaworld_algorithms`` peer venv (Python 3.12,
 JAX's CPU build, Meta-World 3.1.1, MuJoCo 3.3.0; built once by ``venvs.py`` from a local clone
@@ -18,7 +18,7 @@ included): a run stopped part-way goes on from its newest with ``--resume`` (sam
     .venv-metaworld/bin/python benchmarks/peers/mt10_mtmhsac.py --seed-list 1 \\
         --total-env-steps 500000 --name mt10_mtmhsac_500k_s1
     # writes docs/results/learning_<name>.json; the runs go to runs/bench/<name>/seed<k>/
-    .venv-metaworld/bin/python benchmarks/mt10_figure.py --arm sac=... \\
+    .venv-metaworld/bin/python benchmarks/metaworld_figure.py --arm sac=... \\
         --arm mtmhsac=docs/results/learning_mt10_mtmhsac_500k_s1.json
 """
 

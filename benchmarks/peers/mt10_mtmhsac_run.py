@@ -20,7 +20,7 @@ steps and the seed come from the command line. What this script adds, and why:
 * A vector-env wrapper (:class:`TrainingRecorder`) watches the training steps and writes
   ``metrics.jsonl`` in mtrl's keys (``charts/env_steps``, ``charts/elapsed_s``,
   ``task/metaworld/<task>/success`` over each task's last 20 episodes, an episode succeeding
-  if any step does), which ``benchmarks/mt10_figure.py`` draws; the authors' own logs (losses,
+  if any step does), which ``benchmarks/metaworld_figure.py`` draws; the authors' own logs (losses,
   SPS, their periodic evaluation) are caught from their ``log`` hook and kept beside them.
 * The final agent is evaluated twice: by mtrl's protocol (:func:`evaluate_each_goal`: greedy
   actions, 50 episodes per task, episode ``k`` on the task's goal ``k``, success if any step

@@ -1,5 +1,5 @@
 """The public multi-task SAC peer on MT10 (benchmarks/peers/mt10_mtmhsac.py) gives
-benchmarks/mt10_figure.py an arm: a learning JSON whose run has a training-success curve
+benchmarks/metaworld_figure.py an arm: a learning JSON whose run has a training-success curve
 against env steps and a final greedy success per task, read by the figure's own loader; the
 peer runs pinned to one CPU.
 
@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-import mt10_figure as mf  # noqa: E402
+import metaworld_figure as mf  # noqa: E402
 import venvs  # noqa: E402
 
 PEER = "metaworld_algorithms"
@@ -41,7 +41,7 @@ pytestmark = [
 ]
 
 
-def test_the_peer_run_is_an_arm_of_the_mt10_figure(tmp_path: Path) -> None:
+def test_the_peer_run_is_an_arm_of_the_metaworld_figure(tmp_path: Path) -> None:
     import mt10_mtmhsac as peer
 
     out = tmp_path / "results"

@@ -1,6 +1,6 @@
-"""The MT10 figure's numbers (benchmarks/mt10_figure.py) on hand-made records: the success
-curve averages every task's rate, budgets read off it, and a seed's figures survive the loss
-of its run directory."""
+"""The Meta-World figure's numbers (benchmarks/metaworld_figure.py) on hand-made records: the
+success curve averages every task's rate, budgets read off it, a seed's figures survive the
+loss of its run directory, and each suite has its own reference lines."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
-import mt10_figure as mf  # noqa: E402
+import metaworld_figure as mf  # noqa: E402
 
 
 def _rec(steps: int, a: float, b: float, wall: float | None = None) -> dict:
@@ -116,3 +116,22 @@ def test_the_figure_is_written_under_its_name(tmp_path: Path) -> None:
     assert (tmp_path / "abl.png").stat().st_size > 0
     assert out["figures"]["x"]["greedy_aggregate"]["mean"]["point"] == pytest.approx(0.3)
     assert not (tmp_path / "mt10.json").exists()
+
+
+def test_the_suite_picks_its_reference_lines(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    learning = tmp_path / "learning.json"
+    tasks = {"metaworld/reach-v3": {"greedy_success": 1.0}}
+    curve = {"steps": [1e5, 2e5], "success": [0.1, 0.2]}
+    run = {"seed": 0, "run_dir": str(tmp_path / "gone"), "env_steps": 2e5, "tasks": tasks}
+    doc = {"runs": [run]}
+    learning.write_text(json.dumps(doc))
+    stored = {"runs": {"x": [{"source": str(learning), "seed": 0, "success_curve": curve}]}}
+    (tmp_path / "mt50.json").write_text(json.dumps(stored))
+    args = ["--arm", f"x={learning}", "--out-dir", str(tmp_path), "--name", "mt50"]
+    assert mf.main([*args, "--suite", "mt50", "--reps", "100"]) == 0
+    out = json.loads((tmp_path / "mt50.json").read_text())
+    assert out["suite"] == "mt50"
+    assert [r["success"] for r in out["references"]] == [0.60, 0.658, 0.720]
+    with pytest.raises(SystemExit):
+        mf.main([*args, "--suite", "mt5"])
