@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BUDGETS = (250_000, 500_000, 1_000_000, 1_500_000, 2_000_000)
 
 _MWPLUS_MT50 = (
-    "Meta-World+ (McLean et al. 2025) as a published summary of its table gives it, v2 reward, "
-    "2M env steps per task (100M); not read in the paper itself here"
+    "Meta-World+ (McLean et al. 2025), v2 reward, as a published summary of its table gives it "
+    "(not read in the paper itself here); budget 2M env steps per task (100M) by the authors' "
+    "MT50 config"
 )
 REFERENCES: dict[str, tuple[tuple[str, float, str], ...]] = {  # (label, success, what it is)
     "mt10": (
@@ -196,12 +197,11 @@ def plot(
     arms: Mapping[str, Sequence[Mapping[str, Any]]],
     path: Path,
     title: str,
-    references: Sequence[tuple[str, float, str]] = REFERENCES["mt10"],
-    suite: str = "MT10",
+    suite: str = "mt10",
 ) -> Path:
     """Every seed's training success against env steps (left, with each final agent's greedy
     success as a star) and against the run's wall time (right), one colour per arm, the
-    ``references`` dashed."""
+    ``suite``'s :data:`REFERENCES` dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,13 +228,13 @@ def plot(
                     ls="none",
                     label=f"{name}: final agent, greedy" if j == 0 else None,
                 )
-    for k, (label, value, _) in enumerate(references):
+    for k, (label, value, _) in enumerate(REFERENCES[suite]):
         for a in (ax, wall_ax):
             a.axhline(value, color=f"C{k + 4}", ls="--", lw=1, label=f"{label}: {value:.1%}")
     ax.set_xlabel("env steps in all (millions)")
     wall_ax.set_xlabel("wall time of the run (hours, one CPU core)")
     tasks = len({t for runs in arms.values() for r in runs for t in r.get("per_task_greedy", {})})
-    ax.set_ylabel(f"{suite} success (mean over {tasks} tasks)")
+    ax.set_ylabel(f"{suite.upper()} success (mean over {tasks} tasks)")
     ax.set_ylim(0, 1)
     for a in (ax, wall_ax):
         a.grid(alpha=0.3)
@@ -296,15 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, fig in figures.items():
         print_figures(name, fig)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    suite = args.suite.upper()
-    title = args.title or f"Meta-World {suite}, one agent: training success"
-    references = REFERENCES[args.suite]
-    png = plot(arms, args.out_dir / f"{args.name}.png", title, references, suite)
+    title = args.title or f"Meta-World {args.suite.upper()}, one agent: training success"
+    png = plot(arms, args.out_dir / f"{args.name}.png", title, args.suite)
     result = {
         "benchmark": args.name,
         "machine": machine(),
         "suite": args.suite,
-        "references": [{"label": a, "success": b, "measured": c} for a, b, c in references],
+        "references": [
+            {"label": a, "success": b, "measured": c} for a, b, c in REFERENCES[args.suite]
+        ],
         "figures": figures,
         "runs": arms,
         "plot": str(png.relative_to(ROOT) if png.is_relative_to(ROOT) else png),
