@@ -77,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=1, help="trainings at a time (1)")
     ap.add_argument("--eval-episodes", type=int, default=20, help="per task and mode (20)")
     ap.add_argument(
+        "--eval-workers",
+        type=int,
+        default=1,
+        help="processes each seed's evaluation plays its tasks in (1; mtrl eval --workers)",
+    )
+    ap.add_argument(
         "--nproc", type=int, default=1, help="learner replicas per training (mtrl train --nproc)"
     )
     ap.add_argument(
@@ -136,8 +142,8 @@ def make_plan(args: argparse.Namespace) -> lr.Plan:
     name = args.name or args.config.stem
     if not NAME_RE.match(name):
         raise UserError(f"--name {name!r}: use letters, digits and _.- only")
-    if args.jobs < 1 or args.eval_episodes < 1 or args.nproc < 1:
-        raise UserError("--jobs, --eval-episodes and --nproc must be at least 1")
+    if min(args.jobs, args.eval_episodes, args.eval_workers, args.nproc) < 1:
+        raise UserError("--jobs, --eval-episodes, --eval-workers and --nproc must be at least 1")
     try:
         data = yaml.safe_load(args.config.read_text(encoding="utf-8"))
     except OSError as e:
@@ -177,6 +183,7 @@ def make_plan(args: argparse.Namespace) -> lr.Plan:
         args.reuse,
         args.nproc,
         args.extend.resolve() if args.extend else None,
+        args.eval_workers,
     )
 
 

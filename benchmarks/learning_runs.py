@@ -49,6 +49,9 @@ class Plan:
     """The work dir of an earlier call of the benchmark at a smaller budget, same settings
     otherwise: each seed's finished run there is continued to this plan's budget
     (:func:`extended`) instead of trained again from the start."""
+    eval_workers: int = 1
+    """Processes each seed's evaluation plays its tasks in (``mtrl eval --workers``; the
+    results do not depend on it)."""
 
 
 @dataclass
@@ -233,6 +236,7 @@ def evaluate(plan: Plan, run: SeedRun) -> None:
     assert run.run_dir is not None
     log = plan.work_dir / "logs" / f"seed{run.seed}.eval.json"
     cmd = _mtrl("eval", str(run.run_dir), "--episodes", str(plan.eval_episodes), "--json")
+    cmd += ["--workers", str(plan.eval_workers)]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)

@@ -12,11 +12,12 @@ import pytest
 
 from mtrl.checkpoint import list_checkpoints, save_checkpoint
 from mtrl.cli import main
-from mtrl.config import parse_config
+from mtrl.config import ExperimentConfig, parse_config
 from mtrl.learner.model import MultiTaskModel, TaskSpaces
 from mtrl.plugins import get_plugins
 from mtrl.train.evaluate import (
     EVAL_SEED_OFFSET,
+    build_model,
     eval_size,
     evaluate,
     evaluate_model,
@@ -211,3 +212,81 @@ def test_cli_eval_falls_back_past_a_corrupt_checkpoint(
     captured = capsys.readouterr()
     assert "warning: skipping" in captured.err and "ckpt_999999999999.pt" in captured.err
     assert json.loads(captured.out)["checkpoint"].endswith(good.name)
+
+
+@pytest.fixture(scope="module")
+def three_task_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory whose checkpoint holds an untrained agent on three tasks of different
+    spaces (what the workers test compares is how episodes are played, not what was learnt)."""
+    run_dir = tmp_path_factory.mktemp("three")
+    cfg = parse_config(
+        f"""
+        name: evalworkers
+        tasks:
+          - {{env: {CARTPOLE}, num_envs: 2}}
+          - {{env: gymnasium/Acrobot-v1, num_envs: 2}}
+          - {{env: gymnasium/Pendulum-v1, num_envs: 2}}
+        tracking: {{wandb: {{mode: disabled}}}}
+        """
+    )
+    save_untrained(run_dir, cfg)
+    return run_dir
+
+
+def save_untrained(run_dir: Path, cfg: ExperimentConfig) -> None:
+    """Checkpoint a fresh (untrained) agent for ``cfg`` into ``run_dir``."""
+    plugins = get_plugins()
+    specs = [plugins.envs.get(t.env) for t in cfg.tasks]
+    spaces = [TaskSpaces(*task_spaces(s, cfg, i, None)) for i, s in enumerate(specs)]
+    state = {
+        "config": cfg.model_dump(mode="json"),
+        "learner": {"model": build_model(cfg, spaces, plugins).state_dict()},
+        "env_steps": 0,
+    }
+    save_checkpoint(run_dir, state, 0, keep_last=1)
+
+
+def test_eval_workers_give_the_results_of_one_process(three_task_run: Path) -> None:
+    """Tasks played in two spawned processes: every task and mode keeps its env seeds and its
+    torch seed, so returns (stochastic ones included) match one process's to the bit, in the
+    same order."""
+    ckpt = load_for_eval(three_task_run)
+    alone = evaluate(ckpt, episodes=3)
+    apart = evaluate(ckpt, episodes=3, workers=2)
+    assert [(r.task, r.mode) for r in apart] == [(r.task, r.mode) for r in alone]
+    assert len(alone) == 6 and all(r.episodes == 3 for r in alone)
+    assert [r.to_json() for r in apart] == [r.to_json() for r in alone]
+
+
+def test_cli_eval_workers(three_task_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["eval", str(three_task_run), "--greedy", "--episodes", "2", "--json"]
+    assert main([*args, "--workers", "3"]) == 0
+    apart = json.loads(capsys.readouterr().out)["results"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["results"] == apart
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--workers", "0"])
+    assert exit_info.value.code == 2
+    assert "--workers" in capsys.readouterr().err
+
+
+def test_a_worker_killed_mid_task_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task whose env code kills its process (chaos/wrap's real SIGKILL, which fires in eval
+    workers as in actors): `mtrl eval --workers` exits 2 with one line naming that task."""
+    cfg = parse_config(
+        f"""
+        name: evalkill
+        tasks:
+          - {{env: {CARTPOLE}, num_envs: 2}}
+          - {{env: chaos/wrap, name: doomed, num_envs: 2, env_kwargs: {{kill_after: 5}}}}
+        tracking: {{wandb: {{mode: disabled}}}}
+        """
+    )
+    save_untrained(tmp_path, cfg)
+    assert main(["eval", str(tmp_path), "--episodes", "2", "--workers", "2"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    key = cfg.tasks[1].key
+    assert "eval worker process exited, killed by SIGKILL" in line
+    assert f"while playing {key}" in line and f"--tasks {key}" in line

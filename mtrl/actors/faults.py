@@ -128,25 +128,26 @@ class TaskFaults:
         return out
 
 
-def describe_exit(code: int | None) -> str:
-    """Why an actor process ended, from its exit code (negative: killed by that signal)."""
+def describe_exit(code: int | None, process: str = "actor process") -> str:
+    """Why an actor process (or another worker: ``process`` names it) ended, from its exit
+    code (negative: killed by that signal)."""
     if code is None:
-        return "the actor process stopped answering (its pipe closed) and could not be reaped"
+        return f"the {process} stopped answering (its pipe closed) and could not be reaped"
     if code >= 0:
-        return f"the actor process exited with status {code} without being asked to stop"
+        return f"the {process} exited with status {code} without being asked to stop"
     try:
         name = signal.Signals(-code).name
     except ValueError:
         name = f"signal {-code}"
     why = {
         "SIGKILL": "killed: by hand, or by the kernel's out-of-memory killer",
-        "SIGSEGV": "segmentation fault in the env or a native library; the actor's Python "
+        "SIGSEGV": "segmentation fault in the env or a native library; the process's Python "
         "stack is on stderr",
         "SIGBUS": "bus error in the env or a native library",
         "SIGABRT": "aborted by a native library",
         "SIGTERM": "terminated from outside",
     }.get(name)
-    return f"the actor process exited, killed by {name}" + (f" ({why})" if why else "")
+    return f"the {process} exited, killed by {name}" + (f" ({why})" if why else "")
 
 
 #: The name a fault's text carries when an external env had fewer attached codes than its

@@ -29,6 +29,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         modes=modes,
         seed=args.seed,
         device=args.device,
+        workers=args.workers,
     )
     if args.json:
         doc = {

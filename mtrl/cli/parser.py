@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(mode="both")
     p.add_argument("--seed", type=_count(0), help="eval env seed (default: training seed + 1e6)")
     p.add_argument("--device", default="cpu", help="torch device for the policy (cpu)")
+    p.add_argument(
+        "--workers",
+        type=_count(1),
+        default=1,
+        help="evaluate the tasks in this many processes at once (1); same results",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_eval)
     return parser

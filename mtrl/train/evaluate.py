@@ -15,7 +15,12 @@ the first N episodes to finish are taken). Env seeds differ from the training se
 from __future__ import annotations
 
 import difflib
+import faulthandler
 import math
+import multiprocessing as mp
+import os
+import pickle
+import queue
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,7 +32,9 @@ import torch
 import yaml
 
 from mtrl.actors.episodes import Finished
+from mtrl.actors.faults import describe_exit
 from mtrl.actors.inference import make_policy
+from mtrl.actors.worker import ACTOR_PROCESS_ENV
 from mtrl.checkpoint import load_checkpoint, load_latest
 from mtrl.config import ExperimentConfig, parse_config
 from mtrl.errors import CheckpointError, UserError
@@ -37,6 +44,11 @@ from mtrl.train.task_envs import build_env, task_spaces
 
 MODES = ("greedy", "stochastic")
 EVAL_SEED_OFFSET = 1_000_000  # eval envs never replay a training seed
+
+
+class EvalWorkerError(UserError):
+    """An eval worker process died (``evaluate(..., workers=N)``); the message names the task
+    it was on and how to see why."""
 
 
 @dataclass
@@ -179,31 +191,164 @@ def evaluate(
     device: str = "cpu",
     max_steps_per_episode: int = 100_000,
     plugins: Plugins | None = None,
+    workers: int = 1,
 ) -> list[EvalResult]:
     """Evaluate ``ckpt`` on ``tasks`` (default all): ``episodes`` per task and mode (see
-    :func:`evaluate_model`, which plays them)."""
+    :func:`evaluate_model`, which plays them).
+
+    ``workers`` > 1 plays the tasks in that many processes at once (each loads the checkpoint
+    and takes whole tasks; :func:`_evaluate_in_processes`): MT50's final agent, 50 episodes per
+    task and mode, is most of an hour of one core. Every task and mode keeps its own seeds, so
+    the results are the same as in one process."""
     if episodes < 1:
         raise UserError(f"--episodes must be at least 1, got {episodes}")
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1, got {workers}")
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise UserError(f"unknown mode(s) {bad}; use {' or '.join(MODES)}")
     plugins = plugins or get_plugins()
-    cfg = ckpt.config
-    chosen = select_tasks(cfg, tasks)
-    torch.set_num_threads(cfg.learner.torch_threads)
-    specs = [plugins.envs.get(t.env) for t in cfg.tasks]
-    spaces = [TaskSpaces(*task_spaces(spec, cfg, i, None)) for i, spec in enumerate(specs)]
-    model = load_model(ckpt, spaces, device, plugins)
-    return evaluate_model(
-        model,
-        cfg,
-        specs,
-        chosen,
-        episodes=episodes,
-        modes=modes,
-        seed=seed,
-        max_steps_per_episode=max_steps_per_episode,
-    )
+    chosen = select_tasks(ckpt.config, tasks)
+    plan = _EvalPlan(episodes, tuple(modes), seed, device, max_steps_per_episode)
+    if workers > 1 and len(chosen) > 1:
+        keys = [t.key for t in ckpt.config.tasks]
+        return _evaluate_in_processes(ckpt.path, keys, chosen, plan, workers)
+    return _Evaluator(ckpt, device, plugins).play(chosen, plan)
+
+
+@dataclass(frozen=True)
+class _EvalPlan:
+    """What to play on each task: the arguments of :func:`evaluate` that every task shares."""
+
+    episodes: int
+    modes: tuple[str, ...]
+    seed: int | None
+    device: str
+    max_steps_per_episode: int
+
+
+class _Evaluator:
+    """A checkpoint's model built once, with its task specs, ready to play any of its tasks."""
+
+    def __init__(self, ckpt: EvalCheckpoint, device: str, plugins: Plugins) -> None:
+        self.cfg = ckpt.config
+        torch.set_num_threads(self.cfg.learner.torch_threads)
+        self.specs = [plugins.envs.get(t.env) for t in self.cfg.tasks]
+        spaces = [
+            TaskSpaces(*task_spaces(spec, self.cfg, i, None)) for i, spec in enumerate(self.specs)
+        ]
+        self.model = load_model(ckpt, spaces, device, plugins)
+
+    def play(self, chosen: Sequence[int], plan: _EvalPlan) -> list[EvalResult]:
+        return evaluate_model(
+            self.model,
+            self.cfg,
+            self.specs,
+            chosen,
+            episodes=plan.episodes,
+            modes=plan.modes,
+            seed=plan.seed,
+            max_steps_per_episode=plan.max_steps_per_episode,
+        )
+
+
+def _worker_main(path: str, plan: _EvalPlan, todo: Any, done: Any) -> None:
+    """An eval worker: load the checkpoint once, then play the tasks ``todo`` hands out until
+    it hands out None. Says which task it starts before playing it, so that the parent can
+    name the task of a worker that dies; an exception goes back instead of a result."""
+    # An expendable process, as an actor is: a fault injected to kill one (chaos/wrap's kill
+    # and segfault) fires for real here, and the parent reports it.
+    os.environ[ACTOR_PROCESS_ENV] = "eval"
+    faulthandler.enable()  # a segfault's Python stack on stderr, as in actors
+    try:
+        evaluator = _Evaluator(load_for_eval(path), plan.device, get_plugins())
+        while (task := todo.get()) is not None:
+            done.put(("start", task, os.getpid()))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                results = evaluator.play([task], plan)
+            done.put(("result", task, (results, [str(w.message) for w in caught])))
+    except Exception as e:  # every error goes to the parent, which raises it
+        done.put(("error", None, _picklable(e)))
+
+
+def _picklable(e: Exception) -> Exception:
+    """``e`` itself where it survives pickling (mtrl's errors do), else its type and message."""
+    try:
+        pickle.loads(pickle.dumps(e))
+    except Exception:  # an exception class that takes other arguments, an unpicklable field
+        return RuntimeError(f"{type(e).__name__}: {e}")
+    return e
+
+
+def _evaluate_in_processes(
+    path: Path, keys: Sequence[str], chosen: Sequence[int], plan: _EvalPlan, workers: int
+) -> list[EvalResult]:
+    """Play ``chosen`` tasks in ``workers`` spawned processes, whole tasks each; the results
+    come back in ``chosen``'s order and the workers' warnings are repeated here. A worker's
+    exception is raised here; a worker that dies (a crashing env code, the OOM killer) ends the
+    evaluation with one line naming the task it was playing."""
+    ctx = mp.get_context("spawn")  # no forked copy of this process's threads and plugins
+    todo, done = ctx.Queue(), ctx.Queue()
+    for i in chosen:
+        todo.put(i)
+    procs = [
+        ctx.Process(target=_worker_main, args=(str(path), plan, todo, done), daemon=True)
+        for _ in range(min(workers, len(chosen)))
+    ]
+    for _ in procs:
+        todo.put(None)
+    for proc in procs:
+        proc.start()
+    playing: dict[int, int] = {}  # worker pid -> the task it is on
+    by_task: dict[int, tuple[list[EvalResult], list[str]]] = {}
+    try:
+        while len(by_task) < len(chosen):
+            try:
+                kind, task, payload = done.get(timeout=0.5)
+            except queue.Empty:
+                _raise_if_a_worker_died(procs, {pid: keys[i] for pid, i in playing.items()})
+                if all(proc.exitcode is not None for proc in procs) and done.empty():
+                    missing = [keys[i] for i in chosen if i not in by_task]
+                    raise EvalWorkerError(
+                        f"the eval workers ended without results for {', '.join(missing)}"
+                    ) from None
+                continue
+            if kind == "error":
+                raise payload
+            if kind == "start":
+                playing[payload] = task
+            else:
+                by_task[task] = payload
+                playing = {pid: i for pid, i in playing.items() if i != task}
+    finally:
+        for proc in procs:
+            proc.join(timeout=5 if len(by_task) == len(chosen) else 0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    results: list[EvalResult] = []
+    for i in chosen:
+        task_results, messages = by_task[i]
+        for message in messages:
+            warnings.warn(message, stacklevel=3)
+        results += task_results
+    return results
+
+
+def _raise_if_a_worker_died(procs: Sequence[Any], playing: dict[int, str]) -> None:
+    """Raise :class:`EvalWorkerError` for a worker that has died, naming the task it was on
+    (``playing``: worker pid -> task key)."""
+    for proc in procs:
+        if proc.exitcode in (None, 0):
+            continue
+        why = describe_exit(proc.exitcode, "eval worker process")
+        key = playing.get(proc.pid)
+        if key is None:
+            raise EvalWorkerError(f"{why}, before it played a task")
+        raise EvalWorkerError(
+            f"{why}, while playing {key}; evaluate that task alone (--tasks {key}) to see why"
+        )
 
 
 def evaluate_model(

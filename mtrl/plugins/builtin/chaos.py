@@ -19,8 +19,9 @@ Which env instances are faulty (each actor start builds a fresh one, with a new 
 * ``faulty_instances=n`` with ``marker_dir``: only the first n instances to reset, counted with
   marker files so the count holds across processes and restarts.
 
-``kill_after``/``segfault_after`` only fire inside an actor worker process; in the learner's
-process (serial mode, thread actors) they raise instead, since the signal would end the run.
+``kill_after``/``segfault_after`` only fire inside an actor worker process (or an eval worker
+of ``mtrl eval --workers``); in the learner's process (serial mode, thread actors) they raise
+instead, since the signal would end the run.
 See docs/FAULTS.md.
 """
 
@@ -40,7 +41,7 @@ from mtrl.plugins import hookimpl
 from mtrl.plugins.batch_env import BatchEnv, Obs, StepBatch
 
 KINDS = ("raise", "nan", "hang", "kill", "segfault")
-ACTOR_PROCESS_ENV = "MTRL_ACTOR_PROCESS"  # set by mtrl.actors.worker in actor processes
+ACTOR_PROCESS_ENV = "MTRL_ACTOR_PROCESS"  # set in actor and eval worker processes
 
 
 class ChaosError(RuntimeError):
