@@ -263,13 +263,13 @@ def _worker_main(path: str, plan: _EvalPlan, todo: Any, done: Any) -> None:
     try:
         evaluator = _Evaluator(load_for_eval(path), plan.device, get_plugins())
         while (task := todo.get()) is not None:
-            done.put(("start", task, os.getpid()))
+            done.put(("start", os.getpid(), task, None))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 results = evaluator.play([task], plan)
-            done.put(("result", task, (results, [str(w.message) for w in caught])))
+            done.put(("result", os.getpid(), task, (results, [str(w.message) for w in caught])))
     except Exception as e:  # every error goes to the parent, which raises it
-        done.put(("error", None, _picklable(e)))
+        done.put(("error", os.getpid(), None, _picklable(e)))
 
 
 def _picklable(e: Exception) -> Exception:
@@ -300,14 +300,14 @@ def _evaluate_in_processes(
         todo.put(None)
     for proc in procs:
         proc.start()
-    playing: dict[int, int] = {}  # worker pid -> the task it is on
+    playing: dict[int, str] = {}  # worker pid -> the key of the task it is on
     by_task: dict[int, tuple[list[EvalResult], list[str]]] = {}
     try:
         while len(by_task) < len(chosen):
             try:
-                kind, task, payload = done.get(timeout=0.5)
+                kind, pid, task, payload = done.get(timeout=0.5)
             except queue.Empty:
-                _raise_if_a_worker_died(procs, {pid: keys[i] for pid, i in playing.items()})
+                _raise_if_a_worker_died(procs, playing)
                 if all(proc.exitcode is not None for proc in procs) and done.empty():
                     missing = [keys[i] for i in chosen if i not in by_task]
                     raise EvalWorkerError(
@@ -317,10 +317,10 @@ def _evaluate_in_processes(
             if kind == "error":
                 raise payload
             if kind == "start":
-                playing[payload] = task
+                playing[pid] = keys[task]
             else:
                 by_task[task] = payload
-                playing = {pid: i for pid, i in playing.items() if i != task}
+                del playing[pid]
     finally:
         for proc in procs:
             proc.join(timeout=5 if len(by_task) == len(chosen) else 0)
