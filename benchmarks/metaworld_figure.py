@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -207,7 +208,11 @@ def plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, wall_ax) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
+    refs = REFERENCES[suite]
+    entries = 2 * len(arms) + len(refs)  # a curve and a star per arm, a line per reference
+    rows = math.ceil(entries / 3)
+    legend_h = 0.2 * rows  # inches under the panels for the legend
+    fig, (ax, wall_ax) = plt.subplots(1, 2, figsize=(13, 4.8 + legend_h), sharey=True)
     for i, (name, runs) in enumerate(arms.items()):
         for j, run in enumerate(runs):
             c = run["success_curve"]
@@ -228,9 +233,11 @@ def plot(
                     ls="none",
                     label=f"{name}: final agent, greedy" if j == 0 else None,
                 )
-    for k, (label, value, _) in enumerate(REFERENCES[suite]):
-        for a in (ax, wall_ax):
-            a.axhline(value, color=f"C{k + 4}", ls="--", lw=1, label=f"{label}: {value:.1%}")
+    # The references in grey, told apart by their dashes: the arms keep every colour.
+    for k, (label, value, _) in enumerate(refs):
+        style = {"color": "0.35", "ls": ("--", ":", "-.")[k % 3], "lw": 1}
+        ax.axhline(value, label=f"{label}: {value:.1%}", **style)
+        wall_ax.axhline(value, **style)
     ax.set_xlabel("env steps in all (millions)")
     wall_ax.set_xlabel("wall time of the run (hours, one CPU core)")
     tasks = len({t for runs in arms.values() for r in runs for t in r.get("per_task_greedy", {})})
@@ -238,9 +245,10 @@ def plot(
     ax.set_ylim(0, 1)
     for a in (ax, wall_ax):
         a.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    # One legend under both panels, so that it hides no curve however many arms there are.
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_h / (4.8 + legend_h), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
