@@ -211,8 +211,8 @@ def plot(
     refs = REFERENCES[suite]
     entries = 2 * len(arms) + len(refs)  # a curve and a star per arm, a line per reference
     rows = math.ceil(entries / 3)
-    legend_h = 0.2 * rows  # inches under the panels for the legend
-    fig, (ax, wall_ax) = plt.subplots(1, 2, figsize=(13, 4.8 + legend_h), sharey=True)
+    panels_h, legend_h = 4.8, 0.2 * rows  # inches: the panels, the legend under them
+    fig, (ax, wall_ax) = plt.subplots(1, 2, figsize=(13, panels_h + legend_h), sharey=True)
     for i, (name, runs) in enumerate(arms.items()):
         for j, run in enumerate(runs):
             c = run["success_curve"]
@@ -248,7 +248,7 @@ def plot(
     # One legend under both panels, so that it hides no curve however many arms there are.
     fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, legend_h / (4.8 + legend_h), 1, 1))
+    fig.tight_layout(rect=(0, legend_h / (panels_h + legend_h), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
